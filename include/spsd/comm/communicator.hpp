@@ -1,0 +1,78 @@
+#pragma once
+// Communicator: dtype-erased collectives (bytes + DType + ReduceOp) over a fixed, ordered set
+// of world ranks. The public calls validate and account; backends only move bytes.
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "spsd/comm/stats.hpp"
+#include "spsd/core/dtype.hpp"
+
+namespace spsd {
+
+// One point-to-point transfer of a grouped send_recv; peer is a rank of the communicator.
+struct SendSpec {
+  int64_t peer;
+  const void* data;
+  int64_t count;
+};
+struct RecvSpec {
+  int64_t peer;
+  void* data;
+  int64_t count;
+};
+
+// Every member calls each operation in the same order with matching arguments (counts are in
+// elements; "v" variants take one count per member, packed in member order). Passing
+// send == recv to all_reduce / reduce_scatter works in place.
+class Communicator {
+ public:
+  Communicator(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats);
+  virtual ~Communicator() = default;
+  Communicator(const Communicator&) = delete;
+  Communicator& operator=(const Communicator&) = delete;
+
+  int64_t rank() const { return rank_; }  // index of this process in world_ranks()
+  int64_t size() const { return static_cast<int64_t>(world_ranks_.size()); }
+  const std::vector<int64_t>& world_ranks() const { return world_ranks_; }
+  std::string to_string() const;  // "communicator(world ranks [0, 2], rank 1)"
+
+  void all_reduce(const void* send, void* recv, int64_t count, DType, ReduceOp);
+  void reduce_scatter(const void* send, void* recv, int64_t recv_count, DType, ReduceOp);
+  void reduce_scatter_v(const void* send, void* recv, std::span<const int64_t> recv_counts, DType, ReduceOp);
+  void all_gather(const void* send, void* recv, int64_t send_count, DType);
+  void all_gather_v(const void* send, void* recv, std::span<const int64_t> recv_counts, DType);
+  void all_to_all(const void* send, void* recv, int64_t count_per_peer, DType);
+  void all_to_all_v(const void* send, std::span<const int64_t> send_counts, void* recv,
+                    std::span<const int64_t> recv_counts, DType);
+  void broadcast(void* buffer, int64_t count, DType, int64_t root);
+  // Grouped point-to-point: every member calls it (with possibly empty lists); the j-th send
+  // from a to b matches the j-th receive at b from a.
+  void send_recv(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, DType);
+  void barrier();
+
+ protected:
+  // Arguments are validated: counts has size() entries, peers and root are in range.
+  virtual void do_all_reduce(const void* send, void* recv, int64_t count, DType, ReduceOp) = 0;
+  virtual void do_reduce_scatter(const void* send, void* recv, std::span<const int64_t> counts, DType, ReduceOp) = 0;
+  virtual void do_all_gather(const void* send, void* recv, std::span<const int64_t> counts, DType) = 0;
+  virtual void do_all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
+                             std::span<const int64_t> recv_counts, DType) = 0;
+  virtual void do_broadcast(void* buffer, int64_t count, DType, int64_t root) = 0;
+  virtual void do_send_recv(std::span<const SendSpec>, std::span<const RecvSpec>, DType) = 0;
+  virtual void do_barrier() = 0;
+
+ private:
+  void account(CollectiveKind, int64_t sent_elems, int64_t received_elems, DType, int64_t messages = 0);
+  void check_counts(const char* op, const char* arg, std::span<const int64_t> counts) const;
+
+  std::vector<int64_t> world_ranks_;
+  int64_t rank_;
+  CommStats* stats_;
+};
+
+// Prefix sums of counts: the element offset of each member's block in a packed buffer.
+std::vector<int64_t> displacements(std::span<const int64_t> counts);
+
+}  // namespace spsd

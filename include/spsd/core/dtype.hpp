@@ -1,0 +1,73 @@
+#pragma once
+// DType: the element types the library moves and computes, and T <-> DType traits.
+#include <cstdint>
+#include <ostream>
+#include <string_view>
+#include <type_traits>
+
+#include "spsd/core/error.hpp"
+
+namespace spsd {
+
+enum class DType { kFloat32, kFloat64, kInt32, kInt64 };
+enum class ReduceOp { kSum, kMax, kMin };
+
+namespace detail {
+template <class T> struct DTypeOf;
+template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };
+template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
+template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
+template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
+}  // namespace detail
+
+// The element types spsd supports: dtype_of<T> exists exactly for these.
+template <class T>
+concept Element = requires { detail::DTypeOf<T>::value; };
+
+template <Element T>
+inline constexpr DType dtype_of = detail::DTypeOf<T>::value;
+
+constexpr int64_t size_of(DType t) {
+  switch (t) {
+    case DType::kFloat32: case DType::kInt32: return 4;
+    case DType::kFloat64: case DType::kInt64: return 8;
+  }
+  return 0;
+}
+
+constexpr std::string_view to_string(DType t) {
+  switch (t) {
+    case DType::kFloat32: return "float32";
+    case DType::kFloat64: return "float64";
+    case DType::kInt32: return "int32";
+    case DType::kInt64: return "int64";
+  }
+  return "invalid dtype";
+}
+
+constexpr std::string_view to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "invalid reduce op";
+}
+
+inline std::ostream& operator<<(std::ostream& os, DType t) { return os << to_string(t); }
+inline std::ostream& operator<<(std::ostream& os, ReduceOp op) { return os << to_string(op); }
+
+// Calls f.template operator()<T>() with the C++ type of a runtime DType: one switch
+// at the dtype-erased boundary, templated loops inside.
+template <class F>
+decltype(auto) visit_dtype(DType t, F&& f) {
+  switch (t) {
+    case DType::kFloat32: return f.template operator()<float>();
+    case DType::kFloat64: return f.template operator()<double>();
+    case DType::kInt32: return f.template operator()<int32_t>();
+    case DType::kInt64: return f.template operator()<int64_t>();
+  }
+  detail::throw_error("visit_dtype", "invalid dtype value ", static_cast<int>(t));
+}
+
+}  // namespace spsd

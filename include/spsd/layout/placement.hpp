@@ -1,0 +1,151 @@
+#pragma once
+// Placement: a device type and an N-d mesh of ranks, kept in the order given.
+#include <algorithm>
+#include <cstdint>
+#include <initializer_list>
+#include <ostream>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "spsd/core/error.hpp"
+#include "spsd/core/shape.hpp"
+
+namespace spsd {
+
+enum class DeviceType { kCPU, kCUDA };
+
+constexpr std::string_view to_string(DeviceType t) { return t == DeviceType::kCPU ? "cpu" : "cuda"; }
+inline std::ostream& operator<<(std::ostream& os, DeviceType t) { return os << to_string(t); }
+
+inline DeviceType parse_device_type(std::string_view type) {
+  if (type == "cpu") return DeviceType::kCPU;
+  if (type == "cuda") return DeviceType::kCUDA;
+  detail::throw_error("Placement", "device type must be \"cpu\" or \"cuda\", got \"", type, "\"");
+}
+
+class Placement {
+ public:
+  Placement(std::string_view type, std::initializer_list<int64_t> ranks)
+      : Placement(type, std::vector<int64_t>(ranks)) {}
+  Placement(std::string_view type, std::initializer_list<std::initializer_list<int64_t>> rows)
+      : Placement(type, flatten(rows), Shape{static_cast<int64_t>(rows.size()), row_length(rows)}) {}
+  Placement(std::string_view type, std::vector<int64_t> ranks)
+      : Placement(type, ranks, Shape{static_cast<int64_t>(ranks.size())}) {}
+  Placement(std::string_view type, std::vector<int64_t> ranks, Shape mesh)
+      : device_type_(parse_device_type(type)), mesh_(std::move(mesh)), ranks_(std::move(ranks)) {
+    validate();
+  }
+
+  DeviceType device_type() const { return device_type_; }
+  const Shape& mesh() const { return mesh_; }
+  int64_t size() const { return static_cast<int64_t>(ranks_.size()); }
+  const std::vector<int64_t>& ranks() const { return ranks_; }
+  bool contains(int64_t rank) const { return position(rank) >= 0; }
+
+  // Row-major position of rank in the mesh, or -1.
+  int64_t position(int64_t rank) const {
+    auto it = std::find(ranks_.begin(), ranks_.end(), rank);
+    return it == ranks_.end() ? -1 : static_cast<int64_t>(it - ranks_.begin());
+  }
+
+  std::vector<int64_t> coords(int64_t rank) const {
+    int64_t pos = position(rank);
+    SPSD_CHECK(pos >= 0, "Placement::coords", "rank ", rank, " is not in ", to_string());
+    std::vector<int64_t> c(mesh_.ndim());
+    for (int64_t a = mesh_.ndim() - 1; a >= 0; --a) {
+      c[a] = pos % mesh_[a];
+      pos /= mesh_[a];
+    }
+    return c;
+  }
+
+  int64_t rank_at(const std::vector<int64_t>& coords) const {
+    SPSD_CHECK(static_cast<int64_t>(coords.size()) == mesh_.ndim(), "Placement::rank_at", "coords ",
+               detail::join(coords), " do not match mesh ", mesh_);
+    int64_t pos = 0;
+    for (int64_t a = 0; a < mesh_.ndim(); ++a) {
+      SPSD_CHECK(coords[a] >= 0 && coords[a] < mesh_[a], "Placement::rank_at", "coords ", detail::join(coords),
+                 " are outside mesh ", mesh_);
+      pos = pos * mesh_[a] + coords[a];
+    }
+    return ranks_[pos];
+  }
+
+  // placement(type="cuda", ranks=[[0, 1], [2, 3]])
+  std::string to_string() const {
+    std::string s = "placement(type=\"" + std::string(spsd::to_string(device_type_)) + "\", ranks=";
+    size_t next = 0;
+    append_nested(s, 0, next);
+    return s + ")";
+  }
+
+  friend bool operator==(const Placement&, const Placement&) = default;
+  friend std::ostream& operator<<(std::ostream& os, const Placement& p) { return os << p.to_string(); }
+
+ private:
+  static std::vector<int64_t> flatten(std::initializer_list<std::initializer_list<int64_t>> rows) {
+    std::vector<int64_t> flat;
+    for (const auto& row : rows) {
+      SPSD_CHECK(static_cast<int64_t>(row.size()) == row_length(rows), "Placement",
+                 "every row of a 2-d rank array must have the same length, got rows of ", row_length(rows),
+                 " and ", row.size());
+      flat.insert(flat.end(), row.begin(), row.end());
+    }
+    return flat;
+  }
+  static int64_t row_length(std::initializer_list<std::initializer_list<int64_t>> rows) {
+    return rows.size() == 0 ? 0 : static_cast<int64_t>(rows.begin()->size());
+  }
+
+  void validate() const {
+    SPSD_CHECK(!ranks_.empty(), "Placement", "ranks must not be empty");
+    SPSD_CHECK(mesh_.ndim() >= 1, "Placement", "mesh must have at least one axis, got ", mesh_);
+    SPSD_CHECK(mesh_.numel() == size(), "Placement", "mesh ", mesh_, " holds ", mesh_.numel(), " ranks but ",
+               size(), " ranks were given: ", detail::join(ranks_));
+    for (int64_t r : ranks_) SPSD_CHECK(r >= 0, "Placement", "ranks must be non-negative, got ", detail::join(ranks_));
+    std::vector<int64_t> sorted = ranks_;
+    std::sort(sorted.begin(), sorted.end());
+    auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+    SPSD_CHECK(dup == sorted.end(), "Placement", "rank ", dup == sorted.end() ? 0 : *dup,
+               " appears more than once in ", detail::join(ranks_));
+  }
+
+  void append_nested(std::string& s, int64_t axis, size_t& next) const {
+    s += "[";
+    for (int64_t i = 0; i < mesh_[axis]; ++i) {
+      if (i) s += ", ";
+      if (axis + 1 == mesh_.ndim()) s += std::to_string(ranks_[next++]);
+      else append_nested(s, axis + 1, next);
+    }
+    s += "]";
+  }
+
+  DeviceType device_type_;
+  Shape mesh_;
+  std::vector<int64_t> ranks_;
+};
+
+// World ranks of the group that contains `rank` and varies only along the given mesh axes
+// (in row-major order of those axes): e.g. one row of a 2-d mesh is mesh_group(p, r, {1}).
+inline std::vector<int64_t> mesh_group(const Placement& p, int64_t rank, const std::vector<int64_t>& axes) {
+  std::vector<int64_t> base = p.coords(rank);
+  for (int64_t a : axes)
+    SPSD_CHECK(a >= 0 && a < p.mesh().ndim(), "mesh_group", "mesh axis ", a, " is out of range for mesh ", p.mesh());
+  int64_t count = 1;
+  for (int64_t a : axes) count *= p.mesh()[a];
+  std::vector<int64_t> group;
+  group.reserve(count);
+  for (int64_t i = 0; i < count; ++i) {
+    std::vector<int64_t> c = base;
+    int64_t rest = i;
+    for (auto it = axes.rbegin(); it != axes.rend(); ++it) {
+      c[*it] = rest % p.mesh()[*it];
+      rest /= p.mesh()[*it];
+    }
+    group.push_back(p.rank_at(c));
+  }
+  return group;
+}
+
+}  // namespace spsd

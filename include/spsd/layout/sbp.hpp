@@ -1,0 +1,66 @@
+#pragma once
+// Sbp: how a tensor maps onto one mesh axis: split along a tensor axis, broadcast, or partial.
+#include <cstdint>
+#include <ostream>
+#include <string>
+
+#include "spsd/core/dtype.hpp"
+#include "spsd/core/error.hpp"
+
+namespace spsd {
+
+class Sbp {
+ public:
+  enum class Kind : uint8_t { kSplit, kBroadcast, kPartial };
+
+  constexpr Sbp() = default;  // broadcast
+  static constexpr Sbp make_split(int64_t axis) {
+    if (axis < 0) detail::throw_error("sbp::split", "axis must be non-negative, got ", axis);
+    return Sbp(Kind::kSplit, axis, ReduceOp::kSum);
+  }
+  static constexpr Sbp make_broadcast() { return Sbp(); }
+  static constexpr Sbp make_partial(ReduceOp op) { return Sbp(Kind::kPartial, 0, op); }
+
+  constexpr Kind kind() const { return kind_; }
+  constexpr bool is_split() const { return kind_ == Kind::kSplit; }
+  constexpr bool is_broadcast() const { return kind_ == Kind::kBroadcast; }
+  constexpr bool is_partial() const { return kind_ == Kind::kPartial; }
+  int64_t axis() const {
+    SPSD_CHECK(is_split(), "Sbp::axis", to_string(), " is not a split");
+    return axis_;
+  }
+  ReduceOp reduce_op() const {
+    SPSD_CHECK(is_partial(), "Sbp::reduce_op", to_string(), " is not partial");
+    return op_;
+  }
+
+  std::string to_string() const {
+    switch (kind_) {
+      case Kind::kSplit: return "S(" + std::to_string(axis_) + ")";
+      case Kind::kBroadcast: return "B";
+      case Kind::kPartial: return "P(" + std::string(spsd::to_string(op_)) + ")";
+    }
+    return "?";
+  }
+  friend constexpr bool operator==(const Sbp& a, const Sbp& b) {
+    return a.kind_ == b.kind_ && (!a.is_split() || a.axis_ == b.axis_) && (!a.is_partial() || a.op_ == b.op_);
+  }
+  friend std::ostream& operator<<(std::ostream& os, const Sbp& s) { return os << s.to_string(); }
+
+ private:
+  constexpr Sbp(Kind kind, int64_t axis, ReduceOp op) : kind_(kind), op_(op), axis_(axis) {}
+  Kind kind_ = Kind::kBroadcast;
+  ReduceOp op_ = ReduceOp::kSum;
+  int64_t axis_ = 0;
+};
+
+namespace sbp {
+inline Sbp split(int64_t axis) { return Sbp::make_split(axis); }
+inline constexpr Sbp broadcast = Sbp::make_broadcast();
+inline constexpr Sbp partial_sum = Sbp::make_partial(ReduceOp::kSum);
+inline constexpr Sbp partial_max = Sbp::make_partial(ReduceOp::kMax);
+inline constexpr Sbp partial_min = Sbp::make_partial(ReduceOp::kMin);
+inline Sbp partial(ReduceOp op) { return Sbp::make_partial(op); }
+}  // namespace sbp
+
+}  // namespace spsd

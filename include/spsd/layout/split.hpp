@@ -1,0 +1,102 @@
+#pragma once
+// Balanced splitting and boxes: which part of the global index space each rank holds.
+#include <algorithm>
+#include <cstdint>
+#include <ostream>
+#include <string>
+#include <vector>
+
+#include "spsd/core/shape.hpp"
+#include "spsd/layout/nd_sbp.hpp"
+#include "spsd/layout/placement.hpp"
+
+namespace spsd {
+
+// Half-open global index range, one [begin, end) pair per tensor axis.
+struct Box {
+  std::vector<int64_t> begin, end;
+
+  int64_t ndim() const { return static_cast<int64_t>(begin.size()); }
+  Shape shape() const {
+    std::vector<int64_t> dims(begin.size());
+    for (size_t i = 0; i < dims.size(); ++i) dims[i] = std::max<int64_t>(0, end[i] - begin[i]);
+    return Shape(std::move(dims));
+  }
+  int64_t numel() const { return shape().numel(); }
+  bool empty() const { return numel() == 0; }
+  // "[0:2, 0:5]"
+  std::string to_string() const {
+    std::string s = "[";
+    for (size_t i = 0; i < begin.size(); ++i)
+      s += (i ? ", " : "") + std::to_string(begin[i]) + ":" + std::to_string(end[i]);
+    return s + "]";
+  }
+  friend bool operator==(const Box&, const Box&) = default;
+  friend std::ostream& operator<<(std::ostream& os, const Box& b) { return os << b.to_string(); }
+};
+
+inline Box full_box(const Shape& shape) { return Box{std::vector<int64_t>(shape.ndim(), 0), shape.dims()}; }
+
+// The common part of two boxes (empty extents are clamped to begin == end).
+inline Box intersect(const Box& a, const Box& b) {
+  Box r{a.begin, a.end};
+  for (size_t i = 0; i < r.begin.size(); ++i) {
+    r.begin[i] = std::max(a.begin[i], b.begin[i]);
+    r.end[i] = std::max(r.begin[i], std::min(a.end[i], b.end[i]));
+  }
+  return r;
+}
+
+// Part k of n elements split into `parts`: the first n % parts parts get one more element.
+struct Range {
+  int64_t begin, end;
+  int64_t size() const { return end - begin; }
+};
+inline Range balanced_range(int64_t n, int64_t parts, int64_t k) {
+  SPSD_CHECK(n >= 0 && parts >= 1 && k >= 0 && k < parts, "balanced_split", "cannot take part ", k, " of ", n,
+             " elements split into ", parts, " parts");
+  int64_t base = n / parts, extra = n % parts;
+  int64_t begin = k * base + std::min(k, extra);
+  return {begin, begin + base + (k < extra ? 1 : 0)};
+}
+inline std::vector<int64_t> balanced_split(int64_t n, int64_t parts) {
+  std::vector<int64_t> sizes(parts);
+  for (int64_t k = 0; k < parts; ++k) sizes[k] = balanced_range(n, parts, k).size();
+  return sizes;
+}
+
+// Throws unless nd_sbp has one Sbp per mesh axis and every split axis exists in shape.
+inline void check_layout(std::string_view op, const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp) {
+  SPSD_CHECK(static_cast<int64_t>(nd_sbp.size()) == mesh.ndim(), op, "nd_sbp ", nd_sbp, " has ", nd_sbp.size(),
+             " entries but the mesh ", mesh, " has ", mesh.ndim(), " axes");
+  for (const Sbp& s : nd_sbp)
+    SPSD_CHECK(!s.is_split() || s.axis() < shape.ndim(), op, "nd_sbp ", nd_sbp, " splits axis ",
+               s.is_split() ? s.axis() : 0, " but the tensor of shape ", shape, " has ", shape.ndim(), " axes");
+}
+
+// Mesh axes apply in order: axis 0 splits the global box, axis 1 splits each piece, and so on,
+// so two mesh axes splitting one tensor axis nest and every piece stays one box.
+inline Box box_at(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp, const std::vector<int64_t>& coords) {
+  Box box = full_box(shape);
+  for (int64_t a = 0; a < mesh.ndim(); ++a) {
+    const Sbp& s = nd_sbp[a];
+    if (!s.is_split()) continue;
+    int64_t i = s.axis();
+    Range r = balanced_range(box.end[i] - box.begin[i], mesh[a], coords[a]);
+    box.end[i] = box.begin[i] + r.end;
+    box.begin[i] += r.begin;
+  }
+  return box;
+}
+
+inline Box box_of(const Shape& global, const Placement& placement, const NdSbp& nd_sbp, int64_t rank) {
+  check_layout("box_of", global, placement.mesh(), nd_sbp);
+  SPSD_CHECK(placement.contains(rank), "box_of", "rank ", rank, " is not in ", placement);
+  return box_at(global, placement.mesh(), nd_sbp, placement.coords(rank));
+}
+
+inline Shape local_shape(const Shape& global, const Placement& placement, const NdSbp& nd_sbp, int64_t rank) {
+  return box_of(global, placement, nd_sbp, rank).shape();
+}
+
+}  // namespace spsd

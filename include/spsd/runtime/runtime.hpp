@@ -1,0 +1,56 @@
+#pragma once
+// Runtime: the process (or simulated rank) state: world, rank, communicators, timeouts.
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "spsd/comm/communicator.hpp"
+#include "spsd/layout/placement.hpp"
+
+namespace spsd {
+
+class Runtime {
+ public:
+  Runtime();
+  // Initializes MPI when the build has it and nobody did yet (then finalizes it at the end).
+  Runtime(int& argc, char**& argv);
+  ~Runtime();
+  Runtime(const Runtime&) = delete;
+  Runtime& operator=(const Runtime&) = delete;
+
+ private:
+  void init(int* argc, char*** argv);
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+int rank();
+int world_size();
+int local_rank();  // OMPI_COMM_WORLD_LOCAL_RANK, else LOCAL_RANK, else 0; the thread index under simulate
+// Waits for all pending work of this rank (today every call completes before it returns).
+void synchronize();
+
+// Runs body on world_size threads, each a rank with its own runtime and the in-process
+// communicator. When a rank throws, ranks waiting in collectives throw too; the first
+// exception is rethrown after every thread ended.
+void simulate(int world_size, const std::function<void()>& body);
+
+// The communicator over these world ranks, in this order; the calling rank must be one of
+// them. Created at first use (collectively over those ranks only) and cached.
+Communicator& communicator(const std::vector<int64_t>& world_ranks);
+Communicator& communicator(const Placement& placement);
+Communicator& world_communicator();
+
+// Throws unless every rank of the placement exists in the world (the first use of a placement).
+void check_placement(std::string_view op, const Placement& placement);
+
+// Bound on every wait of the in-process backend (default: SPSD_TIMEOUT seconds, else 60 s).
+void set_timeout(std::chrono::milliseconds timeout);
+std::chrono::milliseconds timeout();
+
+// One line: version, rank, world, backend, CUDA devices and NCCL version (or why none).
+std::string runtime_info();
+
+}  // namespace spsd

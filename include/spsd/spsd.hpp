@@ -1,0 +1,17 @@
+#pragma once
+// spsd: OneFlow's global view for C++ programs. One include for the whole public API.
+#include "spsd/core/config.hpp"
+#include "spsd/core/dtype.hpp"
+#include "spsd/core/error.hpp"
+#include "spsd/core/reduce_op.hpp"
+#include "spsd/core/shape.hpp"
+#include "spsd/layout/diagram.hpp"
+#include "spsd/layout/nd_sbp.hpp"
+#include "spsd/layout/placement.hpp"
+#include "spsd/layout/sbp.hpp"
+#include "spsd/layout/split.hpp"
+#include "spsd/comm/communicator.hpp"
+#include "spsd/comm/stats.hpp"
+#include "spsd/runtime/runtime.hpp"
+#include "spsd/tensor/storage.hpp"
+#include "spsd/tensor/tensor.hpp"

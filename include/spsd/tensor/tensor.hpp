@@ -1,0 +1,52 @@
+#pragma once
+// Tensor<T>: a dense row-major local tensor over shared Storage.
+#include <algorithm>
+#include <memory>
+#include <ostream>
+#include <vector>
+
+#include "spsd/core/dtype.hpp"
+#include "spsd/core/shape.hpp"
+#include "spsd/tensor/storage.hpp"
+
+namespace spsd {
+
+template <Element T>
+class Tensor {
+ public:
+  // Undefined: shape (), no storage, numel() == 0 (what ranks outside a placement hold).
+  Tensor() = default;
+  // Zero-filled.
+  explicit Tensor(Shape shape, DeviceType device = DeviceType::kCPU)
+      : shape_(std::move(shape)), storage_(Storage::allocate(shape_.numel() * sizeof(T), device)) {}
+
+  static Tensor from_vector(Shape shape, std::vector<T> values, DeviceType device = DeviceType::kCPU) {
+    SPSD_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "Tensor::from_vector", "shape ", shape,
+               " needs ", shape.numel(), " values, got ", values.size());
+    Tensor t(std::move(shape), device);
+    std::copy(values.begin(), values.end(), t.data());
+    return t;
+  }
+
+  bool defined() const { return storage_ != nullptr; }
+  const Shape& shape() const { return shape_; }
+  DType dtype() const { return dtype_of<T>; }
+  DeviceType device_type() const { return storage_ ? storage_->device_type() : DeviceType::kCPU; }
+  int64_t numel() const { return storage_ ? shape_.numel() : 0; }
+  T* data() { return storage_ ? static_cast<T*>(storage_->data()) : nullptr; }
+  const T* data() const { return storage_ ? static_cast<const T*>(storage_->data()) : nullptr; }
+  std::vector<T> to_vector() const { return std::vector<T>(data(), data() + numel()); }
+
+  friend std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+    os << "Tensor" << t.shape_ << " [";
+    const T* p = t.data();
+    for (int64_t i = 0; i < t.numel(); ++i) os << (i ? ", " : "") << p[i];
+    return os << "]";
+  }
+
+ private:
+  Shape shape_;
+  std::shared_ptr<Storage> storage_;
+};
+
+}  // namespace spsd

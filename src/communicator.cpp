@@ -1,0 +1,144 @@
+// Validation and byte accounting shared by every backend (docs/communicators.md has the formulas).
+#include "spsd/comm/communicator.hpp"
+
+#include <numeric>
+
+#include "spsd/core/error.hpp"
+#include "spsd/core/shape.hpp"
+#include "spsd/layout/split.hpp"
+
+namespace spsd {
+
+namespace {
+int64_t total(std::span<const int64_t> counts) { return std::accumulate(counts.begin(), counts.end(), int64_t{0}); }
+
+void check_count(const char* op, const char* arg, int64_t count) {
+  SPSD_CHECK(count >= 0, op, arg, " must be non-negative, got ", count);
+}
+void check_buffer(const char* op, const char* arg, const void* p, int64_t count) {
+  SPSD_CHECK(p != nullptr || count == 0, op, arg, " is null but ", count, " elements are to be moved");
+}
+}  // namespace
+
+std::vector<int64_t> displacements(std::span<const int64_t> counts) {
+  std::vector<int64_t> d(counts.size(), 0);
+  for (size_t i = 1; i < counts.size(); ++i) d[i] = d[i - 1] + counts[i - 1];
+  return d;
+}
+
+Communicator::Communicator(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats)
+    : world_ranks_(std::move(world_ranks)), rank_(my_index), stats_(stats) {}
+
+std::string Communicator::to_string() const {
+  return "communicator(world ranks " + detail::join(world_ranks_) + ", rank " + std::to_string(rank_) + ")";
+}
+
+void Communicator::check_counts(const char* op, const char* arg, std::span<const int64_t> counts) const {
+  SPSD_CHECK(static_cast<int64_t>(counts.size()) == size(), op, arg, " must have one entry per member (", size(),
+             ") of ", to_string(), ", got ", counts.size(), " entries");
+  for (int64_t c : counts)
+    SPSD_CHECK(c >= 0, op, arg, " must be non-negative, got ", detail::join({counts.begin(), counts.end()}));
+}
+
+void Communicator::account(CollectiveKind kind, int64_t sent, int64_t received, DType dtype, int64_t messages) {
+  stats_->bytes_sent += sent * size_of(dtype);
+  stats_->bytes_received += received * size_of(dtype);
+  stats_->messages += messages;
+  stats_->collectives += 1;
+  stats_->calls[static_cast<int>(kind)] += 1;
+}
+
+// Ring/direct reduce-scatter then all-gather over the balanced split of count: every rank
+// sends and receives count + (n - 2) * chunk_r, i.e. 2 (n - 1) / n * count when n divides it.
+void Communicator::all_reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) {
+  check_count("all_reduce", "count", count);
+  check_buffer("all_reduce", "send", send, count);
+  check_buffer("all_reduce", "recv", recv, count);
+  do_all_reduce(send, recv, count, dtype, op);
+  int64_t chunk = balanced_range(count, size(), rank_).size();
+  account(CollectiveKind::kAllReduce, count + (size() - 2) * chunk, count + (size() - 2) * chunk, dtype);
+}
+
+void Communicator::reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype, ReduceOp op) {
+  check_count("reduce_scatter", "recv_count", recv_count);
+  std::vector<int64_t> counts(size(), recv_count);
+  reduce_scatter_v(send, recv, counts, dtype, op);
+}
+
+// Each rank sends every block but its own and receives its block from the n - 1 others.
+void Communicator::reduce_scatter_v(const void* send, void* recv, std::span<const int64_t> counts, DType dtype,
+                                    ReduceOp op) {
+  check_counts("reduce_scatter", "recv_counts", counts);
+  check_buffer("reduce_scatter", "send", send, total(counts));
+  check_buffer("reduce_scatter", "recv", recv, counts[rank_]);
+  do_reduce_scatter(send, recv, counts, dtype, op);
+  account(CollectiveKind::kReduceScatter, total(counts) - counts[rank_], (size() - 1) * counts[rank_], dtype);
+}
+
+void Communicator::all_gather(const void* send, void* recv, int64_t send_count, DType dtype) {
+  check_count("all_gather", "send_count", send_count);
+  std::vector<int64_t> counts(size(), send_count);
+  all_gather_v(send, recv, counts, dtype);
+}
+
+// Each rank's block reaches the n - 1 others; each rank receives every block but its own.
+void Communicator::all_gather_v(const void* send, void* recv, std::span<const int64_t> counts, DType dtype) {
+  check_counts("all_gather", "recv_counts", counts);
+  check_buffer("all_gather", "send", send, counts[rank_]);
+  check_buffer("all_gather", "recv", recv, total(counts));
+  do_all_gather(send, recv, counts, dtype);
+  account(CollectiveKind::kAllGather, (size() - 1) * counts[rank_], total(counts) - counts[rank_], dtype);
+}
+
+void Communicator::all_to_all(const void* send, void* recv, int64_t count_per_peer, DType dtype) {
+  check_count("all_to_all", "count_per_peer", count_per_peer);
+  std::vector<int64_t> counts(size(), count_per_peer);
+  all_to_all_v(send, counts, recv, counts, dtype);
+}
+
+void Communicator::all_to_all_v(const void* send, std::span<const int64_t> send_counts, void* recv,
+                                std::span<const int64_t> recv_counts, DType dtype) {
+  check_counts("all_to_all", "send_counts", send_counts);
+  check_counts("all_to_all", "recv_counts", recv_counts);
+  check_buffer("all_to_all", "send", send, total(send_counts));
+  check_buffer("all_to_all", "recv", recv, total(recv_counts));
+  do_all_to_all(send, send_counts, recv, recv_counts, dtype);
+  account(CollectiveKind::kAllToAll, total(send_counts) - send_counts[rank_], total(recv_counts) - recv_counts[rank_],
+          dtype);
+}
+
+// A pipelined chain root, root + 1, ...: every rank but the last forwards the buffer once and
+// every rank but the root receives it once.
+void Communicator::broadcast(void* buffer, int64_t count, DType dtype, int64_t root) {
+  check_count("broadcast", "count", count);
+  SPSD_CHECK(root >= 0 && root < size(), "broadcast", "root ", root, " is not a member of ", to_string());
+  check_buffer("broadcast", "buffer", buffer, count);
+  do_broadcast(buffer, count, dtype, root);
+  bool last = size() == 1 || rank_ == (root + size() - 1) % size();
+  account(CollectiveKind::kBroadcast, last ? 0 : count, rank_ == root ? 0 : count, dtype);
+}
+
+void Communicator::send_recv(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, DType dtype) {
+  int64_t sent = 0, received = 0, messages = 0;
+  for (const SendSpec& s : sends) {
+    SPSD_CHECK(s.peer >= 0 && s.peer < size(), "send_recv", "send peer ", s.peer, " is not a member of ", to_string());
+    check_count("send_recv", "send count", s.count);
+    check_buffer("send_recv", "send data", s.data, s.count);
+    if (s.peer != rank_) sent += s.count, messages += 1;
+  }
+  for (const RecvSpec& r : recvs) {
+    SPSD_CHECK(r.peer >= 0 && r.peer < size(), "send_recv", "recv peer ", r.peer, " is not a member of ", to_string());
+    check_count("send_recv", "recv count", r.count);
+    check_buffer("send_recv", "recv data", r.data, r.count);
+    if (r.peer != rank_) received += r.count;
+  }
+  do_send_recv(sends, recvs, dtype);
+  account(CollectiveKind::kSendRecv, sent, received, dtype, messages);
+}
+
+void Communicator::barrier() {
+  do_barrier();
+  account(CollectiveKind::kBarrier, 0, 0, DType::kFloat32);
+}
+
+}  // namespace spsd

@@ -1,0 +1,43 @@
+#pragma once
+// The per-rank state behind the free functions rank(), comm_stats(), communicator(...):
+// one Context per Runtime (per thread under simulate), reached through a thread-local pointer.
+#include <chrono>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "spsd/comm/communicator.hpp"
+
+namespace spsd::detail {
+
+// Creates communicators over a set of world ranks; one backend per context.
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  // Collective over world_ranks (which holds the caller at my_index), called once per set.
+  virtual std::unique_ptr<Communicator> create(std::vector<int64_t> world_ranks, int64_t my_index,
+                                               CommStats* stats) = 0;
+};
+
+struct Context {
+  int64_t rank = 0;
+  int64_t world_size = 1;
+  int64_t local_rank = 0;
+  std::unique_ptr<Backend> backend;
+  CommStats stats;
+  std::chrono::milliseconds timeout{60'000};  // bound on every wait the in-process backend does
+  std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> communicators;
+};
+
+Context* current_context();
+void set_current_context(Context* ctx);
+// The active context; throws spsd::Error naming op when no Runtime is active on this thread.
+Context& context(std::string_view op);
+
+// SPSD_TIMEOUT (seconds, fractional allowed) or 60 s.
+std::chrono::milliseconds default_timeout();
+
+}  // namespace spsd::detail

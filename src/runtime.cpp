@@ -1,0 +1,180 @@
+// Runtime lifetime, the thread-local context, and the free functions that read it.
+#include "spsd/runtime/runtime.hpp"
+
+#include <cstdlib>
+#include <exception>
+#include <mutex>
+#include <thread>
+
+#include "context.hpp"
+#include "cuda_probe.hpp"
+#include "local_backend.hpp"
+#include "spsd/core/config.hpp"
+#include "spsd/core/error.hpp"
+#include "spsd/core/shape.hpp"
+#if SPSD_HAVE_MPI
+#include "mpi_backend.hpp"
+#endif
+
+namespace spsd {
+
+namespace detail {
+
+namespace {
+thread_local Context* tls_context = nullptr;
+
+int64_t env_local_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"})
+    if (const char* v = std::getenv(name)) return std::atoll(v);
+  return 0;
+}
+
+// Runs in the constructor of a Runtime or a simulated rank: one context per rank.
+std::unique_ptr<Context> make_local_context(std::shared_ptr<LocalWorld> world, int64_t rank, int64_t local_rank) {
+  auto ctx = std::make_unique<Context>();
+  ctx->rank = rank;
+  ctx->world_size = world->size();
+  ctx->local_rank = local_rank;
+  ctx->timeout = default_timeout();
+  ctx->backend = std::make_unique<LocalBackend>(std::move(world), &ctx->timeout);
+  return ctx;
+}
+}  // namespace
+
+Context* current_context() { return tls_context; }
+void set_current_context(Context* ctx) { tls_context = ctx; }
+
+Context& context(std::string_view op) {
+  SPSD_CHECK(tls_context != nullptr, op,
+             "no spsd::Runtime is active on this thread (construct spsd::Runtime in main, or run inside spsd::simulate)");
+  return *tls_context;
+}
+
+std::chrono::milliseconds default_timeout() {
+  if (const char* v = std::getenv("SPSD_TIMEOUT")) {
+    char* end = nullptr;
+    double seconds = std::strtod(v, &end);
+    SPSD_CHECK(end != v && seconds > 0, "SPSD_TIMEOUT", "must be a positive number of seconds, got \"", v, "\"");
+    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+  }
+  return std::chrono::milliseconds(60'000);
+}
+
+}  // namespace detail
+
+struct Runtime::Impl {
+#if SPSD_HAVE_MPI
+  std::unique_ptr<boost::mpi::environment> environment;  // only when we initialized MPI
+#endif
+  std::unique_ptr<detail::Context> context;
+};
+
+Runtime::Runtime() : impl_(std::make_unique<Impl>()) { init(nullptr, nullptr); }
+Runtime::Runtime(int& argc, char**& argv) : impl_(std::make_unique<Impl>()) { init(&argc, &argv); }
+
+void Runtime::init(int* argc, char*** argv) {
+  SPSD_CHECK(detail::current_context() == nullptr, "Runtime", "a Runtime is already active on this thread");
+#if SPSD_HAVE_MPI
+  int initialized = 0;
+  MPI_Initialized(&initialized);
+  if (!initialized)
+    impl_->environment = argc ? std::make_unique<boost::mpi::environment>(*argc, *argv, boost::mpi::threading::serialized)
+                              : std::make_unique<boost::mpi::environment>(boost::mpi::threading::serialized);
+  auto backend = std::make_unique<detail::MpiBackend>();
+  impl_->context = std::make_unique<detail::Context>();
+  impl_->context->rank = backend->rank();
+  impl_->context->world_size = backend->size();
+  impl_->context->local_rank = detail::env_local_rank();
+  impl_->context->timeout = detail::default_timeout();
+  impl_->context->backend = std::move(backend);
+#else
+  (void)argc, (void)argv;
+  impl_->context = detail::make_local_context(std::make_shared<detail::LocalWorld>(1), 0, detail::env_local_rank());
+#endif
+  detail::set_current_context(impl_->context.get());
+}
+
+Runtime::~Runtime() {
+  detail::set_current_context(nullptr);
+  impl_->context.reset();  // communicators go before MPI is finalized
+}
+
+int rank() { return static_cast<int>(detail::context("rank").rank); }
+int world_size() { return static_cast<int>(detail::context("world_size").world_size); }
+int local_rank() { return static_cast<int>(detail::context("local_rank").local_rank); }
+void synchronize() { detail::context("synchronize"); }
+
+CommStats comm_stats() { return detail::context("comm_stats").stats; }
+void reset_comm_stats() { detail::context("reset_comm_stats").stats = CommStats{}; }
+
+void set_timeout(std::chrono::milliseconds t) {
+  SPSD_CHECK(t.count() > 0, "set_timeout", "timeout must be positive, got ", t.count(), " ms");
+  detail::context("set_timeout").timeout = t;
+}
+std::chrono::milliseconds timeout() { return detail::context("timeout").timeout; }
+
+void check_placement(std::string_view op, const Placement& placement) {
+  int64_t world = detail::context(op).world_size;
+  for (int64_t r : placement.ranks())
+    SPSD_CHECK(r < world, op, placement, " names rank ", r, " but the world has ", world, " ranks (0..", world - 1, ")");
+}
+
+Communicator& communicator(const std::vector<int64_t>& world_ranks) {
+  detail::Context& ctx = detail::context("communicator");
+  auto it = ctx.communicators.find(world_ranks);
+  if (it != ctx.communicators.end()) return *it->second;
+  Placement as_placement("cpu", world_ranks);  // validates: non-empty, distinct, non-negative
+  check_placement("communicator", as_placement);
+  int64_t me = as_placement.position(ctx.rank);
+  SPSD_CHECK(me >= 0, "communicator", "rank ", ctx.rank, " is not among the world ranks ", detail::join(world_ranks));
+  auto comm = ctx.backend->create(world_ranks, me, &ctx.stats);
+  return *ctx.communicators.emplace(world_ranks, std::move(comm)).first->second;
+}
+
+Communicator& communicator(const Placement& placement) { return communicator(placement.ranks()); }
+
+Communicator& world_communicator() {
+  std::vector<int64_t> all(world_size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+  return communicator(all);
+}
+
+std::string runtime_info() {
+  detail::Context& ctx = detail::context("runtime_info");
+  static const detail::CudaProbe probe = detail::probe_cuda();
+  std::string cuda = probe.device_count > 0 ? std::to_string(probe.device_count) + " CUDA device(s)" : probe.problem;
+  if (probe.nccl_version)
+    cuda += ", NCCL " + std::to_string(probe.nccl_version / 10000) + "." + std::to_string(probe.nccl_version / 100 % 100) +
+            "." + std::to_string(probe.nccl_version % 100);
+  return detail::concat("spsd ", SPSD_VERSION, ": rank ", ctx.rank, " of ", ctx.world_size, " (local rank ",
+                        ctx.local_rank, "), backend ", ctx.backend->name(), "; ", cuda);
+}
+
+void simulate(int world_size, const std::function<void()>& body) {
+  SPSD_CHECK(world_size >= 1, "simulate", "world_size must be at least 1, got ", world_size);
+  auto world = std::make_shared<detail::LocalWorld>(world_size);
+  std::mutex mutex;
+  std::exception_ptr first;
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world_size; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        auto ctx = detail::make_local_context(world, r, r);
+        detail::set_current_context(ctx.get());
+        struct Reset { ~Reset() { detail::set_current_context(nullptr); } } reset;
+        body();
+      } catch (...) {
+        std::string what = "an exception";
+        try { throw; } catch (const std::exception& e) { what = e.what(); } catch (...) {}
+        {
+          std::lock_guard lock(mutex);
+          if (!first) first = std::current_exception();
+        }
+        world->abort("simulated rank " + std::to_string(r) + " failed: " + what);
+      }
+    });
+  for (auto& t : threads) t.join();
+  if (first) std::rethrow_exception(first);
+}
+
+}  // namespace spsd
