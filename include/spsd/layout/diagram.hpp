@@ -94,6 +94,11 @@ inline std::string layout_diagram(const Shape& shape, const Placement& placement
     for (size_t j = 0; j + 1 < cols.size(); ++j) out += " | " + detail::pad(cells[i][j], width);
     out += " |\n";
   }
+  // A grid cell cannot show a rank that holds nothing, so name those ranks.
+  std::string empty;
+  for (size_t k = 0; k < boxes.size(); ++k)
+    if (boxes[k].empty()) empty += (empty.empty() ? "r" : " r") + std::to_string(placement.ranks()[k]);
+  if (!empty.empty()) out += "  empty pieces: " + empty + "\n";
   return out;
 }
 

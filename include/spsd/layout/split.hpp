@@ -60,6 +60,8 @@ inline Range balanced_range(int64_t n, int64_t parts, int64_t k) {
   return {begin, begin + base + (k < extra ? 1 : 0)};
 }
 inline std::vector<int64_t> balanced_split(int64_t n, int64_t parts) {
+  // Checked here too: parts <= 0 would otherwise return {} or throw std::length_error.
+  SPSD_CHECK(n >= 0 && parts >= 1, "balanced_split", "cannot split ", n, " elements into ", parts, " parts");
   std::vector<int64_t> sizes(parts);
   for (int64_t k = 0; k < parts; ++k) sizes[k] = balanced_range(n, parts, k).size();
   return sizes;

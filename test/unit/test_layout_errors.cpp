@@ -1,0 +1,152 @@
+// Error catalogue for layouts, local tensors and the runtime's placement check: each misuse
+// throws spsd::Error whose message names the operation, the argument and the offending values.
+#include <catch2/catch.hpp>
+#include <spsd/spsd.hpp>
+
+#include <initializer_list>
+#include <string>
+#include <vector>
+
+using namespace spsd;
+
+namespace {
+
+// The message of the spsd::Error that f throws, or a description of what happened instead
+// (so a failed CHECK_THAT shows it).
+template <class F>
+std::string error_of(F&& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  } catch (const std::exception& e) {
+    return std::string("<not spsd::Error> ") + e.what();
+  } catch (...) {
+    return "<not a std::exception>";
+  }
+  return "<no exception>";
+}
+#define ERROR_OF(...) error_of([&] { (void)(__VA_ARGS__); })
+
+// Matches a string containing every fragment.
+class ContainsAll : public Catch::MatcherBase<std::string> {
+ public:
+  ContainsAll(std::initializer_list<std::string> fragments) : fragments_(fragments) {}
+  bool match(const std::string& s) const override {
+    for (const std::string& f : fragments_)
+      if (s.find(f) == std::string::npos) return false;
+    return true;
+  }
+  std::string describe() const override {
+    std::string d = "contains all of";
+    for (const std::string& f : fragments_) d += " \"" + f + "\"";
+    return d;
+  }
+
+ private:
+  std::vector<std::string> fragments_;
+};
+
+const Placement kSquare("cpu", {{0, 1}, {2, 3}});
+constexpr const char* kSquareText = R"(placement(type="cpu", ranks=[[0, 1], [2, 3]]))";
+
+}  // namespace
+
+TEST_CASE("errors: Placement construction", "[errors][placement]") {
+  CHECK_THAT(ERROR_OF(Placement("cpu", std::vector<int64_t>{})), ContainsAll({"Placement", "ranks must not be empty"}));
+  CHECK_THAT(ERROR_OF(Placement("cpu", {0, 1, 1})), ContainsAll({"Placement", "rank 1 appears more than once", "[0, 1, 1]"}));
+  CHECK_THAT(ERROR_OF(Placement("cpu", {{0, 2}, {2, 3}})), ContainsAll({"Placement", "rank 2", "[0, 2, 2, 3]"}));
+  CHECK_THAT(ERROR_OF(Placement("cpu", {0, -1})), ContainsAll({"Placement", "non-negative", "[0, -1]"}));
+  CHECK_THAT(ERROR_OF(Placement("cpu", {0, 1, 2}, Shape{2, 2})),
+             ContainsAll({"Placement", "mesh (2, 2)", "4 ranks", "3 ranks", "[0, 1, 2]"}));
+  CHECK_THAT(ERROR_OF(Placement("cpu", {0, 1, 2, 3}, Shape{3})), ContainsAll({"Placement", "mesh (3,)", "[0, 1, 2, 3]"}));
+  CHECK_THAT(ERROR_OF(Placement("cpu", {0}, Shape{})), ContainsAll({"Placement", "at least one axis", "()"}));
+  CHECK_THAT(ERROR_OF(Placement("cpu", {{0, 1}, {2}})), ContainsAll({"Placement", "same length", "rows of 2 and 1"}));
+  CHECK_THAT(ERROR_OF(Placement("gpu", {0})), ContainsAll({"Placement", "device type", "\"gpu\"", "cpu", "cuda"}));
+  CHECK_THAT(ERROR_OF(Placement("CPU", {0})), ContainsAll({"Placement", "\"CPU\""}));  // names are lower case
+}
+
+TEST_CASE("errors: Placement queries", "[errors][placement]") {
+  CHECK_THAT(ERROR_OF(kSquare.coords(4)), ContainsAll({"Placement::coords", "rank 4", kSquareText}));
+  CHECK_THAT(ERROR_OF(kSquare.rank_at({0})), ContainsAll({"Placement::rank_at", "[0]", "(2, 2)"}));
+  CHECK_THAT(ERROR_OF(kSquare.rank_at({0, 0, 0})), ContainsAll({"Placement::rank_at", "[0, 0, 0]", "(2, 2)"}));
+  CHECK_THAT(ERROR_OF(kSquare.rank_at({0, 2})), ContainsAll({"Placement::rank_at", "[0, 2]", "outside", "(2, 2)"}));
+  CHECK_THAT(ERROR_OF(kSquare.rank_at({-1, 0})), ContainsAll({"Placement::rank_at", "[-1, 0]", "outside"}));
+  CHECK_THAT(ERROR_OF(mesh_group(kSquare, 0, {2})), ContainsAll({"mesh_group", "mesh axis 2", "(2, 2)"}));
+  CHECK_THAT(ERROR_OF(mesh_group(kSquare, 9, {0})), ContainsAll({"rank 9", kSquareText}));
+}
+
+TEST_CASE("errors: Sbp and NdSbp", "[errors][sbp]") {
+  CHECK_THAT(ERROR_OF(sbp::broadcast.axis()), ContainsAll({"Sbp::axis", "B", "not a split"}));
+  CHECK_THAT(ERROR_OF(sbp::partial_max.axis()), ContainsAll({"Sbp::axis", "P(max)", "not a split"}));
+  CHECK_THAT(ERROR_OF(sbp::split(0).reduce_op()), ContainsAll({"Sbp::reduce_op", "S(0)", "not partial"}));
+  CHECK_THAT(ERROR_OF(sbp::broadcast.reduce_op()), ContainsAll({"Sbp::reduce_op", "B", "not partial"}));
+  CHECK_THAT(ERROR_OF(sbp::split(-1)), ContainsAll({"sbp::split", "axis", "-1"}));
+  CHECK_THAT(ERROR_OF(NdSbp(std::vector<Sbp>{})), ContainsAll({"NdSbp", "at least one Sbp"}));
+  CHECK_THAT(ERROR_OF(NdSbp{}), ContainsAll({"NdSbp", "at least one Sbp"}));
+  NdSbp two{sbp::split(0), sbp::broadcast};
+  CHECK_THAT(ERROR_OF(two[2]), ContainsAll({"NdSbp", "mesh axis 2", "(S(0), B)"}));
+}
+
+TEST_CASE("errors: box_of, local_shape and layout_diagram reject bad layouts", "[errors][split]") {
+  CHECK_THAT(ERROR_OF(box_of(Shape{4, 6}, kSquare, sbp::split(0), 0)),
+             ContainsAll({"box_of", "(S(0))", "1 entries", "(2, 2)", "2 axes"}));
+  CHECK_THAT(ERROR_OF(box_of(Shape{4}, Placement("cpu", {0, 1}), {sbp::split(0), sbp::broadcast}, 0)),
+             ContainsAll({"box_of", "(S(0), B)", "2 entries", "(2,)", "1 axes"}));
+  CHECK_THAT(ERROR_OF(box_of(Shape{4, 6}, kSquare, {sbp::split(0), sbp::split(2)}, 0)),
+             ContainsAll({"box_of", "(S(0), S(2))", "splits axis 2", "(4, 6)"}));
+  CHECK_THAT(ERROR_OF(box_of(Shape{}, Placement("cpu", {0}), sbp::split(0), 0)),
+             ContainsAll({"box_of", "splits axis 0", "shape ()"}));
+  CHECK_THAT(ERROR_OF(box_of(Shape{4, 6}, kSquare, {sbp::split(0), sbp::split(1)}, 9)),
+             ContainsAll({"box_of", "rank 9", kSquareText}));
+  CHECK_THAT(ERROR_OF(local_shape(Shape{4, 6}, kSquare, {sbp::split(0), sbp::split(1)}, -1)),
+             ContainsAll({"rank -1", kSquareText}));
+  CHECK_THAT(ERROR_OF(layout_diagram(Shape{4}, kSquare, {sbp::split(0), sbp::split(1)})),
+             ContainsAll({"layout_diagram", "(S(0), S(1))", "splits axis 1", "(4,)"}));
+}
+
+TEST_CASE("errors: balanced_split arguments", "[errors][split]") {
+  CHECK_THAT(ERROR_OF(balanced_split(-1, 2)), ContainsAll({"balanced_split", "-1 elements", "2 parts"}));
+  CHECK_THAT(ERROR_OF(balanced_split(4, 0)), ContainsAll({"balanced_split", "4 elements", "0 parts"}));
+  CHECK_THAT(ERROR_OF(balanced_split(4, -2)), ContainsAll({"balanced_split", "4 elements", "-2 parts"}));
+  CHECK_THAT(ERROR_OF(balanced_range(4, 2, 2)), ContainsAll({"balanced_split", "part 2", "4 elements", "2 parts"}));
+  CHECK_THAT(ERROR_OF(balanced_range(4, 2, -1)), ContainsAll({"balanced_split", "part -1"}));
+}
+
+TEST_CASE("errors: Shape", "[errors][shape]") {
+  CHECK_THAT(ERROR_OF(Shape{3, -2}), ContainsAll({"Shape", "non-negative", "[3, -2]"}));
+  CHECK_THAT(ERROR_OF(Shape(std::vector<int64_t>{-1})), ContainsAll({"Shape", "non-negative", "[-1]"}));
+  CHECK_THAT(ERROR_OF(Shape{4, 5}[-1]), ContainsAll({"Shape", "axis -1", "(4, 5)"}));
+}
+
+TEST_CASE("errors: Tensor", "[errors][tensor]") {
+  CHECK_THAT(ERROR_OF(Tensor<float>::from_vector(Shape{2, 3}, std::vector<float>(5))),
+             ContainsAll({"Tensor::from_vector", "(2, 3)", "6 values", "got 5"}));
+  CHECK_THAT(ERROR_OF(Tensor<int64_t>::from_vector(Shape{}, {})), ContainsAll({"Tensor::from_vector", "1 values", "got 0"}));
+  // No cuda storage in this version, with or without CUDA in the build.
+  CHECK_THAT(ERROR_OF(Tensor<float>(Shape{2}, DeviceType::kCUDA)), ContainsAll({"cuda tensors"}));
+  CHECK_THAT(ERROR_OF(Tensor<double>::from_vector(Shape{1}, {1.0}, DeviceType::kCUDA)), ContainsAll({"cuda tensors"}));
+}
+
+TEST_CASE("errors: runtime queries without a Runtime", "[errors][runtime]") {
+  CHECK_THAT(ERROR_OF(spsd::rank()), ContainsAll({"rank", "Runtime"}));
+  CHECK_THAT(ERROR_OF(spsd::world_size()), ContainsAll({"world_size", "Runtime"}));
+  CHECK_THAT(ERROR_OF(check_placement("my_op", Placement("cpu", {0}))), ContainsAll({"my_op", "Runtime"}));
+}
+
+TEST_CASE("errors: check_placement names ranks outside the world", "[errors][runtime]") {
+  // Catch2 v2 assertions are not thread-safe: each simulated rank records its message, and
+  // the main thread checks them after simulate returns.
+  std::vector<std::string> messages(2), accepted(2);
+  simulate(2, [&] {
+    int r = spsd::rank();
+    messages[r] = ERROR_OF(check_placement("my_op", Placement("cpu", {0, 1, 2})));
+    accepted[r] = ERROR_OF(check_placement("my_op", Placement("cpu", {1, 0})));
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK_THAT(messages[r], ContainsAll({"my_op", R"(placement(type="cpu", ranks=[0, 1, 2]))", "names rank 2",
+                                         "world has 2 ranks"}));
+    CHECK(accepted[r] == "<no exception>");
+  }
+}
