@@ -1,6 +1,7 @@
 #include "local_backend.hpp"
 
 #include <cstring>
+#include <exception>
 #include <numeric>
 
 #include "spsd/core/error.hpp"
@@ -123,9 +124,17 @@ void LocalCommunicator::run(LocalCall mine, Read&& read, Finish&& finish) {
   const char* op = spsd::to_string(mine.kind).data();
   group_->call(rank()) = std::move(mine);
   group_->arrive_and_wait(rank(), *timeout_, op);
-  check_matching_calls();
-  read();
+  // A mismatch is reported only after the second wait: a member leaving early could publish its
+  // next call while slower members still compare this one (wrong messages, or a missed mismatch).
+  std::exception_ptr mismatch;
+  try {
+    check_matching_calls();
+  } catch (const Error&) {
+    mismatch = std::current_exception();
+  }
+  if (!mismatch) read();
   group_->arrive_and_wait(rank(), *timeout_, op);
+  if (mismatch) std::rethrow_exception(mismatch);
   finish();
 }
 

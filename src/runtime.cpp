@@ -1,6 +1,7 @@
 // Runtime lifetime, the thread-local context, and the free functions that read it.
 #include "spsd/runtime/runtime.hpp"
 
+#include <algorithm>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -123,10 +124,19 @@ Communicator& communicator(const std::vector<int64_t>& world_ranks) {
   detail::Context& ctx = detail::context("communicator");
   auto it = ctx.communicators.find(world_ranks);
   if (it != ctx.communicators.end()) return *it->second;
-  Placement as_placement("cpu", world_ranks);  // validates: non-empty, distinct, non-negative
-  check_placement("communicator", as_placement);
-  int64_t me = as_placement.position(ctx.rank);
-  SPSD_CHECK(me >= 0, "communicator", "rank ", ctx.rank, " is not among the world ranks ", detail::join(world_ranks));
+  // Checked here, not through Placement, so that the message names communicator() and the list given.
+  SPSD_CHECK(!world_ranks.empty(), "communicator", "world ranks must not be empty");
+  for (int64_t r : world_ranks)
+    SPSD_CHECK(r >= 0 && r < ctx.world_size, "communicator", "world ranks ", detail::join(world_ranks), " name rank ", r,
+               " but the world has ", ctx.world_size, " ranks (0..", ctx.world_size - 1, ")");
+  std::vector<int64_t> sorted = world_ranks;
+  std::sort(sorted.begin(), sorted.end());
+  auto dup = std::adjacent_find(sorted.begin(), sorted.end());
+  SPSD_CHECK(dup == sorted.end(), "communicator", "world ranks ", detail::join(world_ranks), " name rank ",
+             dup == sorted.end() ? 0 : *dup, " more than once");
+  int64_t me = std::find(world_ranks.begin(), world_ranks.end(), ctx.rank) - world_ranks.begin();
+  SPSD_CHECK(me < static_cast<int64_t>(world_ranks.size()), "communicator", "rank ", ctx.rank,
+             " is not among the world ranks ", detail::join(world_ranks));
   auto comm = ctx.backend->create(world_ranks, me, &ctx.stats);
   return *ctx.communicators.emplace(world_ranks, std::move(comm)).first->second;
 }
@@ -134,7 +144,7 @@ Communicator& communicator(const std::vector<int64_t>& world_ranks) {
 Communicator& communicator(const Placement& placement) { return communicator(placement.ranks()); }
 
 Communicator& world_communicator() {
-  std::vector<int64_t> all(world_size());
+  std::vector<int64_t> all(detail::context("world_communicator").world_size);
   for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
   return communicator(all);
 }

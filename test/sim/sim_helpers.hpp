@@ -1,0 +1,34 @@
+#pragma once
+// Running rank-side code under spsd::simulate and bringing its findings back to the main thread,
+// where Catch assertions are safe.
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "failures.hpp"
+
+namespace spsd_test {
+
+// Runs f on n simulated ranks, each recording into its own Failures; returns them merged.
+inline Failures on_simulated_ranks(int n, const std::function<void(Failures&)>& f) {
+  std::vector<Failures> per_rank(n);
+  spsd::simulate(n, [&] { f(per_rank[spsd::rank()]); });
+  Failures all;
+  for (const Failures& p : per_rank) all.merge(p);
+  return all;
+}
+
+// Runs body on n simulated ranks; returns each rank's spsd::Error message, "" where none was thrown.
+inline std::vector<std::string> errors_by_rank(int n, const std::function<void()>& body) {
+  std::vector<std::string> errors(n);
+  spsd::simulate(n, [&] {
+    try {
+      body();
+    } catch (const spsd::Error& e) {
+      errors[spsd::rank()] = e.what();
+    }
+  });
+  return errors;
+}
+
+}  // namespace spsd_test

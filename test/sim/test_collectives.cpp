@@ -1,0 +1,66 @@
+// The shared collective suite under spsd::simulate with 1..8 ranks, plus what only shared memory
+// can observe (barrier ordering).
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+
+#include "collective_suite.hpp"
+#include "sim_helpers.hpp"
+
+using namespace spsd_test;
+
+TEST_CASE("every collective, dtype and reduce op on the world and mesh sub-communicators", "[sim][collectives]") {
+  const int n = GENERATE(range(1, 9));
+  const Family family = GENERATE(from_range(kAllFamilies.begin(), kAllFamilies.end()));
+  INFO(to_string(family) << " on " << n << " simulated ranks");
+  Failures failures = on_simulated_ranks(n, [&](Failures& f) { run_collective_suite(family, f); });
+  INFO(failures.report());
+  CHECK(failures.empty());
+}
+
+// The suite is only as good as its communicator list: meshes must show up where the size allows.
+TEST_CASE("the suite covers rows, columns and planes of the meshes", "[sim][collectives]") {
+  auto groups_of = [](int64_t rank, int64_t world) {
+    std::vector<std::vector<int64_t>> g;
+    for (const SuiteComm& s : suite_communicators(rank, world)) g.push_back(s.world_ranks);
+    return g;
+  };
+  using G = std::vector<int64_t>;
+  auto has = [](const std::vector<G>& gs, const G& g) { return std::find(gs.begin(), gs.end(), g) != gs.end(); };
+  CHECK(groups_of(0, 1) == std::vector<G>{{0}});
+  auto four = groups_of(3, 4);  // 2x2: row [2, 3], column [1, 3]
+  CHECK(has(four, {0, 1, 2, 3}));
+  CHECK(has(four, {3, 2, 1, 0}));
+  CHECK(has(four, {2, 3}));
+  CHECK(has(four, {1, 3}));
+  auto six = groups_of(4, 6);  // 2x3: row [3, 4, 5], column [1, 4]; 3x2: row [4, 5], column [0, 2, 4]
+  CHECK(has(six, {3, 4, 5}));
+  CHECK(has(six, {1, 4}));
+  CHECK(has(six, {4, 5}));
+  CHECK(has(six, {0, 2, 4}));
+  // 2x4: row [4..7], column [1, 5]; 4x2: column [1, 3, 5, 7]; 2x2x2 (5 at (1, 0, 1)): axis 1 [5, 7],
+  // plane over axes 0 and 2 [0, 1, 4, 5].
+  auto eight = groups_of(5, 8);
+  CHECK(has(eight, {4, 5, 6, 7}));
+  CHECK(has(eight, {1, 5}));
+  CHECK(has(eight, {1, 3, 5, 7}));
+  CHECK(has(eight, {5, 7}));
+  CHECK(has(eight, {0, 1, 4, 5}));
+  CHECK(!has(eight, {0, 2, 4, 6}));  // 5 is not even
+}
+
+TEST_CASE("barrier: no member leaves before every member arrived", "[sim][collectives]") {
+  const int n = GENERATE(2, 5, 8);
+  constexpr int kRounds = 50;
+  std::atomic<int> arrived{0};
+  std::vector<int> early(n, 0);
+  spsd::simulate(n, [&] {
+    spsd::Communicator& c = spsd::world_communicator();
+    for (int round = 0; round < kRounds; ++round) {
+      arrived.fetch_add(1);
+      c.barrier();
+      if (arrived.load() < (round + 1) * n) ++early[spsd::rank()];
+    }
+  });
+  CHECK(early == std::vector<int>(n, 0));
+}
