@@ -1,0 +1,73 @@
+# tools/lib.sh: what tools/test and tools/demo share. Sourced, never run; defining
+# functions and two variables is all it does.
+#   SPSD_BUILD_DIR   build folder, relative to the repository root or absolute (default: build)
+
+# shellcheck disable=SC2034  # SPSD_ROOT is for the scripts that source this file
+SPSD_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+SPSD_BUILD_DIR=${SPSD_BUILD_DIR:-build}
+
+# The Debian 12 packages that building, testing and running the examples need.
+# CUDA is optional: Debian has no CUDA 12+, so it is used when /usr/local/cuda has it.
+SPSD_PACKAGES=(meson ninja-build pkg-config g++ libboost-mpi-dev openmpi-bin libopenmpi-dev catch2
+               libopenblas-dev zlib1g-dev)
+
+spsd_say() { printf 'tools/%s: %s\n' "${0##*/}" "$*" >&2; }
+
+# The packages of SPSD_PACKAGES that dpkg does not list as installed, one per line.
+spsd_missing_packages() {
+  local p
+  for p in "${SPSD_PACKAGES[@]}"; do
+    [ "$(dpkg-query -W -f='${Status}' "$p" 2>/dev/null)" = "install ok installed" ] || echo "$p"
+  done
+}
+
+# Installs the missing packages; touches nothing (no apt-get update either) when none is missing.
+spsd_install_packages() {
+  if ! command -v dpkg-query >/dev/null; then
+    spsd_say "not a Debian-like system: make sure the equivalents of these are installed: ${SPSD_PACKAGES[*]}"
+    return 0
+  fi
+  local missing
+  mapfile -t missing < <(spsd_missing_packages)
+  [ ${#missing[@]} -eq 0 ] && return 0
+  local as_root=()
+  if [ "$(id -u)" -ne 0 ]; then
+    command -v sudo >/dev/null || { spsd_say "missing packages ${missing[*]}, and no sudo to install them"; return 1; }
+    as_root=(sudo)
+  fi
+  spsd_say "installing ${missing[*]}"
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q &&
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+# Meson finds nvcc on PATH; the CUDA toolkit's installer puts it in /usr/local/cuda/bin.
+spsd_cuda_path() {
+  if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then
+    export PATH="/usr/local/cuda/bin:$PATH"
+  fi
+}
+
+# Configures SPSD_BUILD_DIR: a new folder gets `meson setup [ARGS]`; a configured one is left
+# to ninja, which re-runs meson when a meson.build changed (ARGS, if any, go to meson configure);
+# a folder whose configuration broke is set up again with --reconfigure.
+spsd_configure() {
+  local dir=$SPSD_BUILD_DIR
+  if [ -f "$dir/build.ninja" ]; then
+    [ $# -eq 0 ] || meson configure "$dir" "$@"
+  elif [ -f "$dir/meson-private/coredata.dat" ]; then
+    meson setup --reconfigure "$dir" "$@"
+  else
+    meson setup "$dir" "$@"
+  fi
+}
+
+spsd_build() { ninja -C "$SPSD_BUILD_DIR"; }
+
+# Everything before running: packages, CUDA on PATH, configure, build. ARGS go to spsd_configure.
+# Run from SPSD_ROOT.
+spsd_setup() {
+  spsd_install_packages || { spsd_say "installing packages failed"; return 1; }
+  spsd_cuda_path
+  spsd_configure "$@" || { spsd_say "meson setup of $SPSD_BUILD_DIR failed"; return 1; }
+  spsd_build || { spsd_say "the build in $SPSD_BUILD_DIR failed"; return 1; }
+}
