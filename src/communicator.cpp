@@ -5,12 +5,12 @@
 
 #include "spsd/core/error.hpp"
 #include "spsd/core/shape.hpp"
-#include "spsd/layout/split.hpp"
+#include "spsd/comm/traffic.hpp"
 
 namespace spsd {
 
 namespace {
-int64_t total(std::span<const int64_t> counts) { return std::accumulate(counts.begin(), counts.end(), int64_t{0}); }
+using traffic::total;
 
 void check_count(const char* op, const char* arg, int64_t count) {
   SPSD_CHECK(count >= 0, op, arg, " must be non-negative, got ", count);
@@ -40,23 +40,21 @@ void Communicator::check_counts(const char* op, const char* arg, std::span<const
     SPSD_CHECK(c >= 0, op, arg, " must be non-negative, got ", detail::join({counts.begin(), counts.end()}));
 }
 
-void Communicator::account(CollectiveKind kind, int64_t sent, int64_t received, DType dtype, int64_t messages) {
-  stats_->bytes_sent += sent * size_of(dtype);
-  stats_->bytes_received += received * size_of(dtype);
+void Communicator::account(CollectiveKind kind, traffic::Traffic elems, DType dtype, int64_t messages) {
+  stats_->bytes_sent += elems.sent * size_of(dtype);
+  stats_->bytes_received += elems.received * size_of(dtype);
   stats_->messages += messages;
   stats_->collectives += 1;
   stats_->calls[static_cast<int>(kind)] += 1;
 }
 
-// Ring/direct reduce-scatter then all-gather over the balanced split of count: every rank
-// sends and receives count + (n - 2) * chunk_r, i.e. 2 (n - 1) / n * count when n divides it.
+// Counters follow the bandwidth-optimal algorithms' formulas in comm/traffic.hpp.
 void Communicator::all_reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) {
   check_count("all_reduce", "count", count);
   check_buffer("all_reduce", "send", send, count);
   check_buffer("all_reduce", "recv", recv, count);
   do_all_reduce(send, recv, count, dtype, op);
-  int64_t chunk = balanced_range(count, size(), rank_).size();
-  account(CollectiveKind::kAllReduce, count + (size() - 2) * chunk, count + (size() - 2) * chunk, dtype);
+  account(CollectiveKind::kAllReduce, traffic::all_reduce(count, size(), rank_), dtype);
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype, ReduceOp op) {
@@ -65,14 +63,13 @@ void Communicator::reduce_scatter(const void* send, void* recv, int64_t recv_cou
   reduce_scatter_v(send, recv, counts, dtype, op);
 }
 
-// Each rank sends every block but its own and receives its block from the n - 1 others.
 void Communicator::reduce_scatter_v(const void* send, void* recv, std::span<const int64_t> counts, DType dtype,
                                     ReduceOp op) {
   check_counts("reduce_scatter", "recv_counts", counts);
   check_buffer("reduce_scatter", "send", send, total(counts));
   check_buffer("reduce_scatter", "recv", recv, counts[rank_]);
   do_reduce_scatter(send, recv, counts, dtype, op);
-  account(CollectiveKind::kReduceScatter, total(counts) - counts[rank_], (size() - 1) * counts[rank_], dtype);
+  account(CollectiveKind::kReduceScatter, traffic::reduce_scatter(counts, rank_), dtype);
 }
 
 void Communicator::all_gather(const void* send, void* recv, int64_t send_count, DType dtype) {
@@ -81,13 +78,12 @@ void Communicator::all_gather(const void* send, void* recv, int64_t send_count, 
   all_gather_v(send, recv, counts, dtype);
 }
 
-// Each rank's block reaches the n - 1 others; each rank receives every block but its own.
 void Communicator::all_gather_v(const void* send, void* recv, std::span<const int64_t> counts, DType dtype) {
   check_counts("all_gather", "recv_counts", counts);
   check_buffer("all_gather", "send", send, counts[rank_]);
   check_buffer("all_gather", "recv", recv, total(counts));
   do_all_gather(send, recv, counts, dtype);
-  account(CollectiveKind::kAllGather, (size() - 1) * counts[rank_], total(counts) - counts[rank_], dtype);
+  account(CollectiveKind::kAllGather, traffic::all_gather(counts, rank_), dtype);
 }
 
 void Communicator::all_to_all(const void* send, void* recv, int64_t count_per_peer, DType dtype) {
@@ -103,19 +99,15 @@ void Communicator::all_to_all_v(const void* send, std::span<const int64_t> send_
   check_buffer("all_to_all", "send", send, total(send_counts));
   check_buffer("all_to_all", "recv", recv, total(recv_counts));
   do_all_to_all(send, send_counts, recv, recv_counts, dtype);
-  account(CollectiveKind::kAllToAll, total(send_counts) - send_counts[rank_], total(recv_counts) - recv_counts[rank_],
-          dtype);
+  account(CollectiveKind::kAllToAll, traffic::all_to_all(send_counts, recv_counts, rank_), dtype);
 }
 
-// A pipelined chain root, root + 1, ...: every rank but the last forwards the buffer once and
-// every rank but the root receives it once.
 void Communicator::broadcast(void* buffer, int64_t count, DType dtype, int64_t root) {
   check_count("broadcast", "count", count);
   SPSD_CHECK(root >= 0 && root < size(), "broadcast", "root ", root, " is not a member of ", to_string());
   check_buffer("broadcast", "buffer", buffer, count);
   do_broadcast(buffer, count, dtype, root);
-  bool last = size() == 1 || rank_ == (root + size() - 1) % size();
-  account(CollectiveKind::kBroadcast, last ? 0 : count, rank_ == root ? 0 : count, dtype);
+  account(CollectiveKind::kBroadcast, traffic::broadcast(count, size(), rank_, root), dtype);
 }
 
 void Communicator::send_recv(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, DType dtype) {
@@ -133,12 +125,12 @@ void Communicator::send_recv(std::span<const SendSpec> sends, std::span<const Re
     if (r.peer != rank_) received += r.count;
   }
   do_send_recv(sends, recvs, dtype);
-  account(CollectiveKind::kSendRecv, sent, received, dtype, messages);
+  account(CollectiveKind::kSendRecv, {sent, received}, dtype, messages);
 }
 
 void Communicator::barrier() {
   do_barrier();
-  account(CollectiveKind::kBarrier, 0, 0, DType::kFloat32);
+  account(CollectiveKind::kBarrier, {}, DType::kFloat32);
 }
 
 }  // namespace spsd

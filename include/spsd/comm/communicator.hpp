@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "spsd/comm/stats.hpp"
+#include "spsd/comm/traffic.hpp"
 #include "spsd/core/dtype.hpp"
 
 namespace spsd {
@@ -64,7 +65,7 @@ class Communicator {
   virtual void do_barrier() = 0;
 
  private:
-  void account(CollectiveKind, int64_t sent_elems, int64_t received_elems, DType, int64_t messages = 0);
+  void account(CollectiveKind, traffic::Traffic elems, DType, int64_t messages = 0);
   void check_counts(const char* op, const char* arg, std::span<const int64_t> counts) const;
 
   std::vector<int64_t> world_ranks_;

@@ -97,6 +97,20 @@ inline Box box_of(const Shape& global, const Placement& placement, const NdSbp& 
   return box_at(global, placement.mesh(), nd_sbp, placement.coords(rank));
 }
 
+// The box of every rank of the placement, in placement (row-major mesh) order.
+inline std::vector<Box> boxes_of(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
+  check_layout("boxes_of", shape, placement.mesh(), nd_sbp);
+  const Shape& mesh = placement.mesh();
+  std::vector<Box> boxes;
+  boxes.reserve(placement.size());
+  std::vector<int64_t> coords(mesh.ndim(), 0);
+  for (int64_t pos = 0; pos < placement.size(); ++pos) {
+    boxes.push_back(box_at(shape, mesh, nd_sbp, coords));
+    for (int64_t a = mesh.ndim() - 1; a >= 0 && ++coords[a] == mesh[a]; --a) coords[a] = 0;
+  }
+  return boxes;
+}
+
 inline Shape local_shape(const Shape& global, const Placement& placement, const NdSbp& nd_sbp, int64_t rank) {
   return box_of(global, placement, nd_sbp, rank).shape();
 }

@@ -20,6 +20,12 @@ class Tensor {
   explicit Tensor(Shape shape, DeviceType device = DeviceType::kCPU)
       : shape_(std::move(shape)), storage_(Storage::allocate(shape_.numel() * sizeof(T), device)) {}
 
+  // A view of existing storage (which must hold at least shape.numel() elements of T).
+  Tensor(Shape shape, std::shared_ptr<Storage> storage) : shape_(std::move(shape)), storage_(std::move(storage)) {
+    SPSD_CHECK(!storage_ || storage_->bytes() >= shape_.numel() * static_cast<int64_t>(sizeof(T)), "Tensor",
+               "storage of ", storage_ ? storage_->bytes() : 0, " bytes is too small for shape ", shape_);
+  }
+
   static Tensor from_vector(Shape shape, std::vector<T> values, DeviceType device = DeviceType::kCPU) {
     SPSD_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "Tensor::from_vector", "shape ", shape,
                " needs ", shape.numel(), " values, got ", values.size());
@@ -35,6 +41,7 @@ class Tensor {
   int64_t numel() const { return storage_ ? shape_.numel() : 0; }
   T* data() { return storage_ ? static_cast<T*>(storage_->data()) : nullptr; }
   const T* data() const { return storage_ ? static_cast<const T*>(storage_->data()) : nullptr; }
+  const std::shared_ptr<Storage>& storage() const { return storage_; }
   std::vector<T> to_vector() const { return std::vector<T>(data(), data() + numel()); }
 
   friend std::ostream& operator<<(std::ostream& os, const Tensor& t) {

@@ -1,0 +1,50 @@
+#pragma once
+// The alpha-beta model that prices boxing steps: alpha per latency step of an algorithm,
+// beta per byte on the busiest rank's wire, gamma per byte copied or reduced locally.
+#include <cmath>
+#include <cstdint>
+
+#include "spsd/boxing/plan.hpp"
+
+namespace spsd {
+
+struct CostModel {
+  double alpha_us;           // one message / one algorithm round
+  double beta_us_per_byte;   // inverse bandwidth between ranks
+  double gamma_us_per_byte;  // inverse bandwidth of a local copy or reduction
+  double step_us;            // fixed overhead of any step (planning, dispatch, allocation)
+};
+
+// Shared-memory MPI on one node (measured order of magnitude: ~2 us latency, ~5 GB/s per
+// pair, ~10 GB/s memcpy); docs/boxing.md says how to recalibrate.
+inline constexpr CostModel kMpiCostModel{2.0, 1.0 / 5000.0, 1.0 / 10000.0, 0.5};
+// NCCL within a node (NVLink): ~10 us latency, ~100 GB/s.
+inline constexpr CostModel kNcclCostModel{10.0, 1.0 / 100000.0, 1.0 / 1000000.0, 5.0};
+
+inline const CostModel& cost_model(DeviceType device) {
+  return device == DeviceType::kCUDA ? kNcclCostModel : kMpiCostModel;
+}
+
+// Rounds of a collective's algorithm on n ranks: log for trees/recursive doubling, n - 1 for
+// all-to-all and the busiest rank's message count for an exchange.
+inline int64_t latency_rounds(StepKind kind, int64_t n, int64_t max_messages) {
+  int64_t log_n = n <= 1 ? 0 : static_cast<int64_t>(std::ceil(std::log2(static_cast<double>(n))));
+  switch (kind) {
+    case StepKind::kAllReduce: return 2 * log_n;
+    case StepKind::kReduceScatter:
+    case StepKind::kAllGather: return log_n;
+    case StepKind::kAllToAll: return n - 1;
+    case StepKind::kExchange: return max_messages;
+    case StepKind::kLocal: return 0;
+  }
+  return 0;
+}
+
+inline double step_cost_us(const CostModel& m, StepKind kind, int64_t n, int64_t max_messages, int64_t max_wire_bytes,
+                           int64_t max_local_bytes) {
+  return m.step_us + m.alpha_us * static_cast<double>(latency_rounds(kind, n, max_messages)) +
+         m.beta_us_per_byte * static_cast<double>(max_wire_bytes) +
+         m.gamma_us_per_byte * static_cast<double>(max_local_bytes);
+}
+
+}  // namespace spsd

@@ -1,0 +1,58 @@
+#pragma once
+// A boxing plan: the steps that turn one layout of a tensor into another, each with the
+// traffic it is predicted to cause on every rank.
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spsd/core/dtype.hpp"
+#include "spsd/core/shape.hpp"
+#include "spsd/layout/nd_sbp.hpp"
+#include "spsd/layout/placement.hpp"
+
+namespace spsd {
+
+struct Layout {
+  Placement placement;
+  NdSbp nd_sbp;
+  std::string to_string() const { return nd_sbp.to_string() + " on " + placement.to_string(); }
+  friend bool operator==(const Layout&, const Layout&) = default;
+};
+
+enum class StepKind {
+  kAllReduce,      // P(op) -> B along one mesh axis
+  kReduceScatter,  // P(op) -> S(i) along one mesh axis
+  kAllGather,      // S(i) -> B along one mesh axis
+  kAllToAll,       // S(i) -> S(j) along one mesh axis
+  kLocal,          // B -> S(i) slice, B -> P keep or zero, S(i) -> P pad with the identity: no traffic
+  kExchange,       // S/B -> any layout, any placements: box intersections as grouped send/recv
+};
+std::string_view to_string(StepKind kind);
+
+struct RankTraffic {
+  int64_t rank;  // world rank
+  int64_t bytes_sent = 0, bytes_received = 0, messages = 0;
+};
+
+struct Step {
+  StepKind kind;
+  Layout from, to;
+  int64_t mesh_axis = -1;            // the mesh axis a 1-d step changes; -1 for an exchange
+  std::vector<RankTraffic> traffic;  // every participating rank, in rank order
+  double cost_us = 0;
+  int64_t max_bytes() const;  // max over ranks of max(sent, received)
+  std::string to_string() const;
+};
+
+struct Plan {
+  Shape shape;
+  DType dtype;
+  Layout from, to;
+  std::vector<Step> steps;
+  double cost_us = 0;
+  int64_t bytes_sent(int64_t rank) const;      // predicted, summed over steps
+  int64_t bytes_received(int64_t rank) const;
+  std::string to_string() const;
+};
+
+}  // namespace spsd

@@ -1,0 +1,44 @@
+#pragma once
+// Elements each rank sends and receives in one collective, for the bandwidth-optimal
+// algorithm (nccl-tests conventions). The communicator accounts with these formulas and the
+// boxing planner predicts with them, so predictions and counters agree by construction.
+#include <cstdint>
+#include <numeric>
+#include <span>
+
+#include "spsd/layout/split.hpp"
+
+namespace spsd::traffic {
+
+struct Traffic {
+  int64_t sent = 0, received = 0;  // elements; a rank's copy to itself is not traffic
+};
+
+inline int64_t total(std::span<const int64_t> counts) {
+  return std::accumulate(counts.begin(), counts.end(), int64_t{0});
+}
+
+// Reduce-scatter then all-gather over the balanced split of count.
+inline Traffic all_reduce(int64_t count, int64_t n, int64_t r) {
+  int64_t chunk = balanced_range(count, n, r).size();
+  return {count + (n - 2) * chunk, count + (n - 2) * chunk};
+}
+// Every block but one's own goes out once; one's own block comes from the n - 1 others.
+inline Traffic reduce_scatter(std::span<const int64_t> counts, int64_t r) {
+  int64_t n = static_cast<int64_t>(counts.size());
+  return {total(counts) - counts[r], (n - 1) * counts[r]};
+}
+inline Traffic all_gather(std::span<const int64_t> counts, int64_t r) {
+  int64_t n = static_cast<int64_t>(counts.size());
+  return {(n - 1) * counts[r], total(counts) - counts[r]};
+}
+inline Traffic all_to_all(std::span<const int64_t> send_counts, std::span<const int64_t> recv_counts, int64_t r) {
+  return {total(send_counts) - send_counts[r], total(recv_counts) - recv_counts[r]};
+}
+// A pipelined chain root, root + 1, ...: all but the last forward once, all but the root receive.
+inline Traffic broadcast(int64_t count, int64_t n, int64_t r, int64_t root) {
+  bool last = n == 1 || r == (root + n - 1) % n;
+  return {last ? 0 : count, r == root ? 0 : count};
+}
+
+}  // namespace spsd::traffic

@@ -1,0 +1,121 @@
+#pragma once
+// Factories and local -> global conversion. Each rank computes only its own box; a factory
+// asked for a partial layout puts the value on the ranks at coordinate 0 of the partial axes
+// and the reduction's identity elsewhere (layout/partial.hpp).
+#include <concepts>
+#include <cstring>
+#include <vector>
+
+#include "spsd/core/reduce_op.hpp"
+#include "spsd/layout/partial.hpp"
+#include "spsd/tensor/global_tensor.hpp"
+#include "spsd/tensor/random.hpp"
+
+namespace spsd {
+
+namespace detail {
+
+// this rank's component, value_at(global linear index) at each element of its box.
+template <Element T, class F>
+GlobalTensor<T> generate(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp,
+                         F value_at) {
+  check_global_layout(op, shape, placement, nd_sbp);
+  const int64_t me = rank();
+  if (!placement.contains(me)) return GlobalTensor<T>(shape, placement, nd_sbp, Tensor<T>());
+  Box box = box_of(shape, placement, nd_sbp, me);
+  Tensor<T> local(box.shape(), placement.device_type());
+  T* out = local.data();
+  if (!holds_partial_value(placement, nd_sbp, me)) {
+    std::fill(out, out + box.numel(), reduce_identity<T>(filler_op(placement, nd_sbp, me)));
+    return GlobalTensor<T>(shape, placement, nd_sbp, std::move(local));
+  }
+  if (box.numel() > 0) {
+    // Rows of the innermost axis are contiguous in both the box and the global index space.
+    const int64_t d = shape.ndim(), row = d ? box.shape()[d - 1] : 1;
+    std::vector<int64_t> strides = contiguous_strides(shape), idx(box.begin);
+    for (int64_t i = 0; i < box.numel(); i += row) {
+      int64_t g = 0;
+      for (int64_t k = 0; k < d; ++k) g += idx[k] * strides[k];
+      for (int64_t j = 0; j < row; ++j) out[i + j] = value_at(g + j);
+      for (int64_t k = d - 2; k >= 0 && ++idx[k] == box.end[k]; --k) idx[k] = box.begin[k];
+    }
+  }
+  return GlobalTensor<T>(shape, placement, nd_sbp, std::move(local));
+}
+
+// The local shapes of every rank of the placement, gathered over its communicator.
+std::vector<Shape> gather_local_shapes(std::string_view op, const Placement& placement, const Shape& mine);
+// The global shape whose layout gives every rank its gathered shape; throws (on every rank) otherwise.
+Shape infer_global_shape(std::string_view op, const Placement& placement, const NdSbp& nd_sbp,
+                         const std::vector<Shape>& locals);
+void check_local_shapes(std::string_view op, const Shape& global, const Placement& placement, const NdSbp& nd_sbp,
+                        const std::vector<Shape>& locals);
+// Throws on every rank of the placement unless all of them passed the same bytes.
+void check_same_on_all_ranks(std::string_view op, const Placement& placement, const Shape& shape, const void* data,
+                             int64_t bytes);
+
+}  // namespace detail
+
+template <Element T>
+GlobalTensor<T> full(const Shape& shape, T value, const Placement& placement, const NdSbp& nd_sbp) {
+  return detail::generate<T>("full", shape, placement, nd_sbp, [value](int64_t) { return value; });
+}
+template <Element T>
+GlobalTensor<T> zeros(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
+  return detail::generate<T>("zeros", shape, placement, nd_sbp, [](int64_t) { return T{0}; });
+}
+template <Element T>
+GlobalTensor<T> ones(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
+  return detail::generate<T>("ones", shape, placement, nd_sbp, [](int64_t) { return T{1}; });
+}
+template <Element T>
+GlobalTensor<T> arange(int64_t n, const Placement& placement, const NdSbp& nd_sbp) {
+  SPSD_CHECK(n >= 0, "arange", "n must be non-negative, got ", n);
+  return detail::generate<T>("arange", Shape{n}, placement, nd_sbp, [](int64_t g) { return static_cast<T>(g); });
+}
+// Uniform in [0, 1); the value of each element depends only on (seed, shape, T).
+template <std::floating_point T>
+GlobalTensor<T> rand(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp, uint64_t seed = 0) {
+  return detail::generate<T>("rand", shape, placement, nd_sbp,
+                             [seed](int64_t g) { return philox::uniform<T>(seed, static_cast<uint64_t>(g)); });
+}
+// Standard normal; the value of each element depends only on (seed, shape, T).
+template <std::floating_point T>
+GlobalTensor<T> randn(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp, uint64_t seed = 0) {
+  return detail::generate<T>("randn", shape, placement, nd_sbp,
+                             [seed](int64_t g) { return philox::normal<T>(seed, static_cast<uint64_t>(g)); });
+}
+
+// Every rank of the placement passes the same whole tensor (checked); each keeps its part.
+template <Element T>
+GlobalTensor<T> from_host(const Tensor<T>& whole, const Placement& placement, const NdSbp& nd_sbp) {
+  detail::check_global_layout("from_host", whole.shape(), placement, nd_sbp);
+  if (placement.contains(rank()))
+    detail::check_same_on_all_ranks("from_host", placement, whole.shape(), whole.data(), whole.numel() * sizeof(T));
+  const T* data = whole.data();
+  return detail::generate<T>("from_host", whole.shape(), placement, nd_sbp, [data](int64_t g) { return data[g]; });
+}
+
+// local -> global, the global shape inferred from the ranks' local shapes (collective over the
+// placement; a rank outside it cannot infer the shape and must use the form below).
+template <Element T>
+GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, const NdSbp& nd_sbp) {
+  check_placement("to_global", placement);
+  SPSD_CHECK(placement.contains(rank()), "to_global", "rank ", rank(), " is not in ", placement,
+             ", so it cannot infer the global shape: pass global_shape");
+  std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape());
+  Shape global = detail::infer_global_shape("to_global", placement, nd_sbp, locals);
+  return GlobalTensor<T>(global, placement, nd_sbp, local);
+}
+
+template <Element T>
+GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, const NdSbp& nd_sbp,
+                          const Shape& global_shape) {
+  detail::check_global_layout("to_global", global_shape, placement, nd_sbp);
+  if (!placement.contains(rank())) return GlobalTensor<T>(global_shape, placement, nd_sbp, Tensor<T>());
+  std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape());
+  detail::check_local_shapes("to_global", global_shape, placement, nd_sbp, locals);
+  return GlobalTensor<T>(global_shape, placement, nd_sbp, local);
+}
+
+}  // namespace spsd

@@ -1,0 +1,34 @@
+// S(i) |-> B along one mesh axis : all_gather (v-variant for uneven pieces).
+#include "box_copy.hpp"
+#include "primitives.hpp"
+#include "spsd/runtime/runtime.hpp"
+
+namespace spsd::detail {
+
+AxisTraffic all_gather_traffic(const AxisGroup& g) {
+  std::vector<int64_t> counts = g.old_counts();
+  return {traffic::all_gather(counts, g.me), g.new_boxes[g.me].numel()};
+}
+
+StoragePtr run_all_gather(const AxisGroup& g, DType dtype, const StoragePtr& in) {
+  std::vector<int64_t> counts = g.old_counts(), displs = displacements(counts);
+  const Box& whole = g.new_boxes[g.me];
+  StoragePtr out = allocate(whole, dtype, g.device);
+  // Pieces that follow each other in the gathered box's row-major order land in place.
+  bool in_place = true;
+  for (size_t m = 0; m < g.ranks.size(); ++m)
+    in_place = in_place && (counts[m] == 0 || contiguous_offset(g.old_boxes[m], whole) == displs[m]);
+  Communicator& comm = communicator(g.ranks);
+  if (in_place) {
+    comm.all_gather_v(in->data(), out->data(), counts, dtype);
+    return out;
+  }
+  std::vector<char> staging(whole.numel() * size_of(dtype));
+  comm.all_gather_v(in->data(), staging.data(), counts, dtype);
+  for (size_t m = 0; m < g.ranks.size(); ++m)
+    copy_region(staging.data() + displs[m] * size_of(dtype), g.old_boxes[m], out->data(), whole, g.old_boxes[m],
+                size_of(dtype));
+  return out;
+}
+
+}  // namespace spsd::detail

@@ -1,0 +1,131 @@
+// S/B |-> any layout, on the same or another placement : grouped send/recv of box
+// intersections. Every destination receives exactly the elements of its box that it does not
+// hold already, each once (the lower bound for S/B layouts); partial targets are filled by
+// the ranks at coordinate 0 of the partial axes, the others take the identity.
+#include <algorithm>
+
+#include "box_copy.hpp"
+#include "primitives.hpp"
+#include "spsd/layout/partial.hpp"
+#include "spsd/runtime/runtime.hpp"
+
+namespace spsd::detail {
+
+namespace {
+// The distinct boxes of an S/B layout partition the tensor; each is held by one or more ranks.
+struct Piece {
+  Box box;
+  std::vector<int64_t> holders;  // world ranks, in placement order
+};
+
+std::vector<Piece> pieces_of(const Layout& layout, const std::vector<Box>& boxes) {
+  std::vector<Piece> pieces;
+  for (int64_t pos = 0; pos < layout.placement.size(); ++pos) {
+    const Box& b = boxes[pos];
+    int64_t r = layout.placement.ranks()[pos];
+    auto it = std::find_if(pieces.begin(), pieces.end(), [&](const Piece& p) { return p.box == b; });
+    if (it == pieces.end()) pieces.push_back({b, {r}});
+    else it->holders.push_back(r);
+  }
+  return pieces;
+}
+}  // namespace
+
+std::vector<int64_t> exchange_ranks(const Layout& from, const Layout& to) {
+  std::vector<int64_t> ranks = from.placement.ranks();
+  ranks.insert(ranks.end(), to.placement.ranks().begin(), to.placement.ranks().end());
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
+// Self first; otherwise the holder with the least volume assigned so far (first in placement
+// order on ties), which spreads a broadcast source's load over its copies.
+std::vector<Transfer> exchange_transfers(const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
+                                         const std::vector<Box>& to_boxes) {
+  std::vector<Piece> pieces = pieces_of(from, from_boxes);
+  std::vector<int64_t> load(from.placement.size(), 0);
+  std::vector<Transfer> transfers;
+  for (int64_t pos = 0; pos < to.placement.size(); ++pos) {
+    int64_t d = to.placement.ranks()[pos];
+    if (to.nd_sbp.has_partial() && !holds_partial_value(to.placement, to.nd_sbp, d)) continue;
+    const Box& need = to_boxes[pos];
+    if (need.empty()) continue;
+    for (const Piece& piece : pieces) {
+      Box region = intersect(need, piece.box);
+      if (region.empty()) continue;
+      if (std::find(piece.holders.begin(), piece.holders.end(), d) != piece.holders.end()) {
+        transfers.push_back({d, d, region});
+        continue;
+      }
+      int64_t best = piece.holders.front();
+      for (int64_t h : piece.holders)
+        if (load[from.placement.position(h)] < load[from.placement.position(best)]) best = h;
+      load[from.placement.position(best)] += region.numel();
+      transfers.push_back({best, d, region});
+    }
+  }
+  return transfers;
+}
+
+StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in) {
+  const int64_t me = rank(), elem = size_of(dtype);
+  const Layout &from = step.from, &to = step.to;
+  std::vector<int64_t> ranks = exchange_ranks(from, to);
+  auto peer = [&](int64_t r) { return std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin(); };
+  std::vector<Transfer> transfers = exchange_transfers(from, boxes_of(shape, from.placement, from.nd_sbp), to,
+                                                      boxes_of(shape, to.placement, to.nd_sbp));
+
+  Box old_box = from.placement.contains(me) ? box_of(shape, from.placement, from.nd_sbp, me) : Box{};
+  StoragePtr out;
+  Box new_box;
+  if (to.placement.contains(me)) {
+    new_box = box_of(shape, to.placement, to.nd_sbp, me);
+    out = allocate(new_box, dtype, to.placement.device_type());
+    if (!holds_partial_value(to.placement, to.nd_sbp, me))
+      fill_identity(out->data(), new_box.numel(), dtype, filler_op(to.placement, to.nd_sbp, me));
+  }
+
+  // Regions that are one contiguous run travel straight from the input or into the output;
+  // the others go through packed buffers sized up front so pointers into them stay valid.
+  int64_t pack_elems = 0, unpack_elems = 0;
+  bool remote = false;
+  for (const Transfer& t : transfers) {
+    remote = remote || t.src != t.dst;
+    if (t.src == me && t.dst != me && contiguous_offset(t.region, old_box) < 0) pack_elems += t.region.numel();
+    if (t.dst == me && t.src != me && contiguous_offset(t.region, new_box) < 0) unpack_elems += t.region.numel();
+  }
+  std::vector<char> packed(pack_elems * elem), unpacked(unpack_elems * elem);
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  std::vector<std::pair<const Transfer*, char*>> to_unpack;
+  char *pack_at = packed.data(), *unpack_at = unpacked.data();
+  for (const Transfer& t : transfers) {
+    if (t.src == me && t.dst == me) {
+      copy_region(in->data(), old_box, out->data(), new_box, t.region, elem);
+    } else if (t.src == me) {
+      int64_t offset = contiguous_offset(t.region, old_box);
+      const char* data = static_cast<const char*>(in->data()) + offset * elem;
+      if (offset < 0) {
+        copy_region(in->data(), old_box, pack_at, t.region, t.region, elem);
+        data = pack_at;
+        pack_at += t.region.numel() * elem;
+      }
+      sends.push_back({peer(t.dst), data, t.region.numel()});
+    } else if (t.dst == me) {
+      int64_t offset = contiguous_offset(t.region, new_box);
+      char* data = static_cast<char*>(out->data()) + offset * elem;
+      if (offset < 0) {
+        data = unpack_at;
+        to_unpack.push_back({&t, unpack_at});
+        unpack_at += t.region.numel() * elem;
+      }
+      recvs.push_back({peer(t.src), data, t.region.numel()});
+    }
+  }
+  if (remote) communicator(ranks).send_recv(sends, recvs, dtype);
+  for (auto [t, data] : to_unpack) copy_region(data, t->region, out->data(), new_box, t->region, elem);
+  return out;
+}
+
+}  // namespace spsd::detail

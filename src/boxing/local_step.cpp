@@ -1,0 +1,35 @@
+// Steps with no traffic, along one mesh axis:
+//   B |-> S(i) : slice out this rank's piece
+//   B |-> P(op): keep (max/min, or sum at coordinate 0), zeros elsewhere for sum
+//   S(i) |-> P(op) : pad this rank's piece with op's identity to the whole parent box
+#include "box_copy.hpp"
+#include "primitives.hpp"
+
+namespace spsd::detail {
+
+namespace {
+bool shares_input(const AxisGroup& g, const Step& step) {
+  const Sbp &from = step.from.nd_sbp[step.mesh_axis], &to = step.to.nd_sbp[step.mesh_axis];
+  return from.is_broadcast() && to.is_partial() && (to.reduce_op() != ReduceOp::kSum || g.me == 0);
+}
+}  // namespace
+
+AxisTraffic local_step_traffic(const AxisGroup& g, const Step& step) {
+  return {{}, shares_input(g, step) ? 0 : g.new_boxes[g.me].numel()};
+}
+
+StoragePtr run_local_step(const AxisGroup& g, const Step& step, DType dtype, const StoragePtr& in) {
+  if (shares_input(g, step)) return in;
+  const Sbp &from = step.from.nd_sbp[step.mesh_axis], &to = step.to.nd_sbp[step.mesh_axis];
+  const Box &old_box = g.old_boxes[g.me], &new_box = g.new_boxes[g.me];
+  StoragePtr out = allocate(new_box, dtype, g.device);
+  if (to.is_partial()) {
+    fill_identity(out->data(), new_box.numel(), dtype, to.reduce_op());
+    if (from.is_split()) copy_region(in->data(), old_box, out->data(), new_box, old_box, size_of(dtype));
+    return out;  // B -> P(sum) off coordinate 0: the identity alone
+  }
+  copy_region(in->data(), old_box, out->data(), new_box, new_box, size_of(dtype));  // B -> S(i)
+  return out;
+}
+
+}  // namespace spsd::detail

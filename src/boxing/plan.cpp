@@ -1,0 +1,68 @@
+// Printing and totals of boxing plans.
+#include "spsd/boxing/plan.hpp"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "spsd/core/error.hpp"
+
+namespace spsd {
+
+std::string_view to_string(StepKind kind) {
+  switch (kind) {
+    case StepKind::kAllReduce: return "all_reduce";
+    case StepKind::kReduceScatter: return "reduce_scatter";
+    case StepKind::kAllGather: return "all_gather";
+    case StepKind::kAllToAll: return "all_to_all";
+    case StepKind::kLocal: return "local";
+    case StepKind::kExchange: return "exchange";
+  }
+  return "?";
+}
+
+int64_t Step::max_bytes() const {
+  int64_t m = 0;
+  for (const RankTraffic& t : traffic) m = std::max({m, t.bytes_sent, t.bytes_received});
+  return m;
+}
+
+namespace {
+std::string format_us(double us) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.2f us", us);
+  return buf;
+}
+int64_t sum_over_steps(const std::vector<Step>& steps, int64_t rank, int64_t RankTraffic::*field) {
+  int64_t total = 0;
+  for (const Step& s : steps)
+    for (const RankTraffic& t : s.traffic)
+      if (t.rank == rank) total += t.*field;
+  return total;
+}
+}  // namespace
+
+std::string Step::to_string() const {
+  std::string s(spsd::to_string(kind));
+  if (mesh_axis >= 0) s += " along mesh axis " + std::to_string(mesh_axis);
+  s += ": " + from.nd_sbp.to_string() + " -> " + to.nd_sbp.to_string();
+  s += from.placement == to.placement ? " on " + from.placement.to_string()
+                                      : " from " + from.placement.to_string() + " to " + to.placement.to_string();
+  s += "\n     bytes sent/received per rank:";
+  for (const RankTraffic& t : traffic)
+    s += " r" + std::to_string(t.rank) + " " + std::to_string(t.bytes_sent) + "/" + std::to_string(t.bytes_received);
+  return s + "\n     predicted cost " + format_us(cost_us);
+}
+
+int64_t Plan::bytes_sent(int64_t rank) const { return sum_over_steps(steps, rank, &RankTraffic::bytes_sent); }
+int64_t Plan::bytes_received(int64_t rank) const { return sum_over_steps(steps, rank, &RankTraffic::bytes_received); }
+
+std::string Plan::to_string() const {
+  std::string s = "boxing " + shape.to_string() + " " + std::string(spsd::to_string(dtype)) + " from " +
+                  from.to_string() + " to " + to.to_string() + ": " + std::to_string(steps.size()) +
+                  (steps.size() == 1 ? " step" : " steps") + ", predicted cost " + format_us(cost_us) + "\n";
+  for (size_t i = 0; i < steps.size(); ++i) s += "  " + std::to_string(i + 1) + ". " + steps[i].to_string() + "\n";
+  if (steps.empty()) s += "  (nothing to do: the layouts are equal)\n";
+  return s;
+}
+
+}  // namespace spsd

@@ -1,0 +1,248 @@
+// Dijkstra over layouts (placement, NdSbp). Edges: one mesh axis changes its Sbp by a 1-d step
+// (all_gather, reduce_scatter, all_reduce, all_to_all or a local step), or an exchange from an
+// S/B layout into the target or a layout one mesh axis away from it on the target placement.
+#include "spsd/boxing/planner.hpp"
+
+#include <map>
+#include <mutex>
+#include <optional>
+#include <queue>
+#include <unordered_map>
+
+#include "primitives.hpp"
+#include "spsd/layout/split.hpp"
+#include "spsd/runtime/runtime.hpp"
+
+namespace spsd {
+
+namespace {
+
+// Every Sbp a mesh axis can take for a tensor of ndim axes.
+std::vector<Sbp> sbp_options(int64_t ndim) {
+  std::vector<Sbp> options;
+  for (int64_t i = 0; i < ndim; ++i) options.push_back(sbp::split(i));
+  options.insert(options.end(), {sbp::broadcast, sbp::partial_sum, sbp::partial_max, sbp::partial_min});
+  return options;
+}
+
+// A later mesh axis nested inside tensor axis i breaks the one-axis collectives on it.
+bool split_later(const NdSbp& nd, int64_t mesh_axis, int64_t tensor_axis) {
+  for (size_t b = mesh_axis + 1; b < nd.size(); ++b)
+    if (nd[b].is_split() && nd[b].axis() == tensor_axis) return true;
+  return false;
+}
+
+// With nested partial semantics (layout/partial.hpp), reducing mesh axis a before the later
+// partial axes is only exact when they all use a's op.
+bool later_partials_use(const NdSbp& nd, int64_t mesh_axis, ReduceOp op) {
+  for (size_t b = mesh_axis + 1; b < nd.size(); ++b)
+    if (nd[b].is_partial() && nd[b].reduce_op() != op) return false;
+  return true;
+}
+
+// Padding with max/min's identity is wrong under a later P(sum), which would add the paddings.
+bool later_sum(const NdSbp& nd, int64_t mesh_axis) {
+  for (size_t b = mesh_axis + 1; b < nd.size(); ++b)
+    if (nd[b] == sbp::partial_sum) return true;
+  return false;
+}
+
+// The 1-d step that changes mesh axis a from nd[a] to `to`, if one exists.
+std::optional<StepKind> one_axis_step(const NdSbp& nd, int64_t a, const Sbp& to) {
+  const Sbp& from = nd[a];
+  if (from == to) return std::nullopt;
+  auto free = [&](const Sbp& s) { return !s.is_split() || !split_later(nd, a, s.axis()); };
+  if (!free(from) || !free(to)) return std::nullopt;
+  if (from.is_partial() && !later_partials_use(nd, a, from.reduce_op())) return std::nullopt;
+  if (from.is_split() && to.is_partial() && to.reduce_op() != ReduceOp::kSum && later_sum(nd, a)) return std::nullopt;
+  if (from.is_split()) return to.is_broadcast() ? StepKind::kAllGather
+                              : to.is_split()   ? StepKind::kAllToAll
+                                                : StepKind::kLocal;
+  if (from.is_broadcast()) return StepKind::kLocal;
+  if (to.is_broadcast()) return StepKind::kAllReduce;
+  if (to.is_split()) return StepKind::kReduceScatter;
+  return std::nullopt;  // P(op) -> P(op'): through B
+}
+
+NdSbp with_axis(const NdSbp& nd, int64_t a, const Sbp& s) {
+  std::vector<Sbp> axes = nd.axes();
+  axes[a] = s;
+  return NdSbp(std::move(axes));
+}
+
+NdSbp without_partial(const NdSbp& nd) {
+  std::vector<Sbp> axes = nd.axes();
+  for (Sbp& s : axes) if (s.is_partial()) s = sbp::broadcast;
+  return NdSbp(std::move(axes));
+}
+
+Step make_step(const Shape& shape, DType dtype, StepKind kind, Layout from, Layout to, int64_t axis) {
+  Step step{kind, std::move(from), std::move(to), axis, {}, 0};
+  detail::predict(dtype, step, boxes_of(shape, step.from.placement, step.from.nd_sbp),
+                  boxes_of(shape, step.to.placement, step.to.nd_sbp));
+  return step;
+}
+
+// A compact node key: which placement, then one byte per mesh axis.
+std::string key_of(const Layout& l, bool on_target_placement) {
+  std::string key(1, on_target_placement ? 't' : 's');
+  for (const Sbp& s : l.nd_sbp)
+    key += static_cast<char>(s.is_split() ? s.axis() : s.is_broadcast() ? 100 : 101 + static_cast<int>(s.reduce_op()));
+  return key;
+}
+
+class Search {
+ public:
+  Search(const Shape& shape, DType dtype, const Layout& from, const Layout& to)
+      : shape_(shape), dtype_(dtype), from_(from), to_(to) {
+    // Exchange targets: the target, its S/B form, and, across placements, S/B layouts one mesh
+    // axis away from that (scatter to a split, then gather among the destinations: a small
+    // source placement then sends each element once instead of once per destination).
+    NdSbp sb = without_partial(to.nd_sbp);
+    exchange_targets_ = {to};
+    if (!(sb == to.nd_sbp)) exchange_targets_.push_back({to.placement, sb});
+    if (!(from.placement == to.placement))
+      for (size_t a = 0; a < sb.size(); ++a)
+      for (const Sbp& s : sbp_options(shape.ndim()))
+        if (!s.is_partial() && !(s == sb[a])) exchange_targets_.push_back({to.placement, with_axis(sb, a, s)});
+  }
+
+  std::vector<Step> run() {
+    target_key_ = key_of(to_, true);
+    push(from_, 0, std::nullopt, "");
+    while (!queue_.empty()) {
+      auto [cost, seq, key] = queue_.top();
+      queue_.pop();
+      Node& node = nodes_.at(key);
+      if (node.done) continue;
+      node.done = true;
+      if (key == target_key_) return path_to(key);
+      expand(node.layout, cost, key);
+    }
+    detail::throw_error("boxing", "no plan from ", from_.to_string(), " to ", to_.to_string());
+  }
+
+ private:
+  struct Node {
+    Layout layout;
+    double cost;
+    std::optional<Step> via;  // the step that reached it
+    std::string prev;
+    bool done = false;
+  };
+
+  // Every rank's box in a layout, computed once per search.
+  const std::vector<Box>& boxes(const Layout& l) {
+    std::string key = key_of(l, l.placement == to_.placement);
+    auto it = boxes_.find(key);
+    if (it == boxes_.end()) it = boxes_.emplace(key, boxes_of(shape_, l.placement, l.nd_sbp)).first;
+    return it->second;
+  }
+
+  Step step(StepKind kind, const Layout& from, const Layout& to, int64_t axis) {
+    Step s{kind, from, to, axis, {}, 0};
+    detail::predict(dtype_, s, boxes(from), boxes(to));
+    return s;
+  }
+
+  void expand(const Layout& at, double cost, const std::string& key) {
+    const NdSbp& nd = at.nd_sbp;
+    for (size_t a = 0; a < nd.size(); ++a)
+      for (const Sbp& s : sbp_options(shape_.ndim())) {
+        // Partial values only get in the way, unless the target wants exactly this one here.
+        if (s.is_partial() && !(at.placement == to_.placement && to_.nd_sbp[a] == s)) continue;
+        if (auto kind = one_axis_step(nd, a, s)) {
+          Layout next{at.placement, with_axis(nd, a, s)};
+          relax(step(*kind, at, next, a), cost, key);
+        }
+      }
+    if (nd.has_partial()) return;  // the exchange moves S/B data only
+    for (const Layout& target : exchange_targets_)
+      if (!(target == at)) relax(step(StepKind::kExchange, at, target, -1), cost, key);
+  }
+
+  void relax(Step step, double cost, const std::string& prev) {
+    double next_cost = cost + step.cost_us;
+    Layout next = step.to;
+    push(next, next_cost, std::move(step), prev);
+  }
+
+  void push(const Layout& layout, double cost, std::optional<Step> via, const std::string& prev) {
+    // A step's target placement tells the side: only an exchange moves to the target placement.
+    bool target_side = via ? (via->kind == StepKind::kExchange || via->from.placement == to_.placement)
+                           : from_.placement == to_.placement;
+    std::string key = key_of(layout, target_side);
+    auto it = nodes_.find(key);
+    // Strictly cheaper only: on ties the first path found (fewer steps, table order) stays.
+    if (it != nodes_.end() && (it->second.done || it->second.cost <= cost)) return;
+    nodes_.insert_or_assign(key, Node{layout, cost, std::move(via), prev});
+    queue_.push({cost, seq_++, key});
+  }
+
+  std::vector<Step> path_to(std::string key) {
+    std::vector<Step> steps;
+    while (nodes_.at(key).via) {
+      steps.push_back(*nodes_.at(key).via);
+      key = nodes_.at(key).prev;
+    }
+    return {steps.rbegin(), steps.rend()};
+  }
+
+  using Entry = std::tuple<double, int64_t, std::string>;
+  const Shape& shape_;
+  DType dtype_;
+  const Layout &from_, &to_;
+  std::vector<Layout> exchange_targets_;
+  std::string target_key_;
+  std::unordered_map<std::string, Node> nodes_;
+  std::unordered_map<std::string, std::vector<Box>> boxes_;
+  std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
+  int64_t seq_ = 0;
+};
+
+// Elements of its destination box that a rank does not hold yet, in bytes.
+int64_t lower_bound_bytes(const Shape& shape, DType dtype, const Layout& from, const Layout& to, int64_t rank) {
+  Box need = box_of(shape, to.placement, to.nd_sbp, rank);
+  int64_t held = from.placement.contains(rank)
+                     ? intersect(need, box_of(shape, from.placement, from.nd_sbp, rank)).numel()
+                     : 0;
+  return (need.numel() - held) * size_of(dtype);
+}
+
+Plan compute_plan(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
+  Plan plan{shape, dtype, from, to, {}, 0};
+  if (from == to) return plan;
+  plan.steps = Search(shape, dtype, from, to).run();
+  // Between S/B layouts nothing may travel twice: if the cheapest path forwards data through
+  // an intermediate layout, the single exchange (which meets the lower bound) replaces it.
+  if (!from.nd_sbp.has_partial() && !to.nd_sbp.has_partial()) {
+    bool minimal = true;
+    for (int64_t r : to.placement.ranks())
+      minimal = minimal && plan.bytes_received(r) == lower_bound_bytes(shape, dtype, from, to, r);
+    if (!minimal) plan.steps = {make_step(shape, dtype, StepKind::kExchange, from, to, -1)};
+  }
+  for (const Step& s : plan.steps) plan.cost_us += s.cost_us;
+  return plan;
+}
+
+}  // namespace
+
+std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
+  check_layout("plan_boxing", shape, from.placement.mesh(), from.nd_sbp);
+  check_layout("plan_boxing", shape, to.placement.mesh(), to.nd_sbp);
+  static std::mutex mutex;
+  static std::unordered_map<std::string, std::shared_ptr<const Plan>> cache;
+  std::string key = shape.to_string() + std::string(to_string(dtype)) + "|" + from.to_string() + "|" + to.to_string();
+  // Planned under the lock: the ranks of a simulated world ask for the same plan at once, and
+  // one of them planning while the others wait beats all of them planning.
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
+  return cache.emplace(key, std::make_shared<const Plan>(compute_plan(shape, dtype, from, to))).first->second;
+}
+
+std::string explain_boxing(const Shape& shape, DType dtype, const Placement& from, const NdSbp& from_sbp,
+                           const Placement& to, const NdSbp& to_sbp) {
+  return plan_boxing(shape, dtype, {from, from_sbp}, {to, to_sbp})->to_string();
+}
+
+}  // namespace spsd

@@ -1,0 +1,64 @@
+#pragma once
+// The boxing primitives. Each one predicts the traffic of its step on every rank (for the
+// planner) and runs the step on the calling rank (for to_global); one file per primitive.
+#include <memory>
+#include <vector>
+
+#include "spsd/boxing/plan.hpp"
+#include "spsd/comm/traffic.hpp"
+#include "spsd/layout/split.hpp"
+#include "spsd/tensor/storage.hpp"
+
+namespace spsd::detail {
+
+// The ranks along the mesh axis a 1-d step changes, as seen from one of them.
+struct AxisGroup {
+  std::vector<int64_t> ranks;  // world ranks in coordinate order along the axis
+  int64_t me = 0;              // index of the rank it was built for
+  DeviceType device = DeviceType::kCPU;
+  std::vector<Box> old_boxes, new_boxes;
+  std::vector<int64_t> old_counts() const;
+  std::vector<int64_t> new_counts() const;
+};
+// old_boxes / new_boxes: every rank's box in step.from / step.to, in placement order.
+AxisGroup axis_group(const Step& step, const std::vector<Box>& old_boxes, const std::vector<Box>& new_boxes,
+                     int64_t rank);
+
+// What one rank of a 1-d step moves: elements on the wire and elements written locally.
+struct AxisTraffic {
+  traffic::Traffic wire;
+  int64_t local_elems = 0;
+};
+
+AxisTraffic all_gather_traffic(const AxisGroup& g);
+AxisTraffic reduce_scatter_traffic(const AxisGroup& g);
+AxisTraffic all_reduce_traffic(const AxisGroup& g);
+AxisTraffic all_to_all_traffic(const AxisGroup& g);
+AxisTraffic local_step_traffic(const AxisGroup& g, const Step& step);
+
+using StoragePtr = std::shared_ptr<Storage>;
+StoragePtr run_all_gather(const AxisGroup& g, DType dtype, const StoragePtr& in);
+StoragePtr run_reduce_scatter(const AxisGroup& g, DType dtype, ReduceOp op, const StoragePtr& in);
+StoragePtr run_all_reduce(const AxisGroup& g, DType dtype, ReduceOp op, const StoragePtr& in);
+StoragePtr run_all_to_all(const AxisGroup& g, DType dtype, const StoragePtr& in);
+StoragePtr run_local_step(const AxisGroup& g, const Step& step, DType dtype, const StoragePtr& in);
+
+// The exchange: every (source, destination, region) piece, computed the same way on every rank.
+struct Transfer {
+  int64_t src, dst;  // world ranks; src == dst is a local copy
+  Box region;
+};
+std::vector<Transfer> exchange_transfers(const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
+                                         const std::vector<Box>& to_boxes);
+std::vector<int64_t> exchange_ranks(const Layout& from, const Layout& to);  // sorted union
+StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in);
+
+// Predicted traffic and cost of a step on every participating rank, given every rank's box in
+// the step's source and target layouts (placement order).
+void predict(DType dtype, Step& step, const std::vector<Box>& from_boxes, const std::vector<Box>& to_boxes);
+// Runs the step on this rank (a no-op for ranks that do not take part); returns its new storage.
+StoragePtr run_step(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in);
+
+StoragePtr allocate(const Box& box, DType dtype, DeviceType device);
+
+}  // namespace spsd::detail
