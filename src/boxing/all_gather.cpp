@@ -7,17 +7,17 @@ namespace spsd::detail {
 
 AxisTraffic all_gather_traffic(const AxisGroup& g) {
   std::vector<int64_t> counts = g.old_counts();
-  return {traffic::all_gather(counts, g.me), g.new_boxes[g.me].numel()};
+  return {traffic::all_gather(counts, g.me), g.new_box(g.me).numel()};
 }
 
 StoragePtr run_all_gather(const AxisGroup& g, DType dtype, const StoragePtr& in) {
   std::vector<int64_t> counts = g.old_counts(), displs = displacements(counts);
-  const Box& whole = g.new_boxes[g.me];
+  const Box& whole = g.new_box(g.me);
   StoragePtr out = allocate(whole, dtype, g.device);
   // Pieces that follow each other in the gathered box's row-major order land in place.
   bool in_place = true;
-  for (size_t m = 0; m < g.ranks.size(); ++m)
-    in_place = in_place && (counts[m] == 0 || contiguous_offset(g.old_boxes[m], whole) == displs[m]);
+  for (int64_t m = 0; m < g.size(); ++m)
+    in_place = in_place && (counts[m] == 0 || contiguous_offset(g.old_box(m), whole) == displs[m]);
   Communicator& comm = communicator(g.ranks);
   if (in_place) {
     comm.all_gather_v(in->data(), out->data(), counts, dtype);
@@ -25,8 +25,8 @@ StoragePtr run_all_gather(const AxisGroup& g, DType dtype, const StoragePtr& in)
   }
   std::vector<char> staging(whole.numel() * size_of(dtype));
   comm.all_gather_v(in->data(), staging.data(), counts, dtype);
-  for (size_t m = 0; m < g.ranks.size(); ++m)
-    copy_region(staging.data() + displs[m] * size_of(dtype), g.old_boxes[m], out->data(), whole, g.old_boxes[m],
+  for (int64_t m = 0; m < g.size(); ++m)
+    copy_region(staging.data() + displs[m] * size_of(dtype), g.old_box(m), out->data(), whole, g.old_box(m),
                 size_of(dtype));
   return out;
 }

@@ -5,12 +5,12 @@
 namespace spsd::detail {
 
 AxisTraffic all_reduce_traffic(const AxisGroup& g) {
-  int64_t count = g.old_boxes[g.me].numel();
+  int64_t count = g.old_box(g.me).numel();
   return {traffic::all_reduce(count, static_cast<int64_t>(g.ranks.size()), g.me), count};
 }
 
 StoragePtr run_all_reduce(const AxisGroup& g, DType dtype, ReduceOp op, const StoragePtr& in) {
-  const Box& box = g.old_boxes[g.me];
+  const Box& box = g.old_box(g.me);
   StoragePtr out = allocate(box, dtype, g.device);
   communicator(g.ranks).all_reduce(in->data(), out->data(), box.numel(), dtype, op);
   return out;

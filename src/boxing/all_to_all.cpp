@@ -9,34 +9,34 @@ namespace {
 // Elements this rank sends to (received from) each member: its old box meets their new box.
 std::vector<int64_t> send_counts(const AxisGroup& g) {
   std::vector<int64_t> c;
-  for (const Box& b : g.new_boxes) c.push_back(intersect(g.old_boxes[g.me], b).numel());
+  for (int64_t m = 0; m < g.size(); ++m) c.push_back(overlap(g.old_box(g.me), g.new_box(m)));
   return c;
 }
 std::vector<int64_t> recv_counts(const AxisGroup& g) {
   std::vector<int64_t> c;
-  for (const Box& b : g.old_boxes) c.push_back(intersect(b, g.new_boxes[g.me]).numel());
+  for (int64_t m = 0; m < g.size(); ++m) c.push_back(overlap(g.old_box(m), g.new_box(g.me)));
   return c;
 }
 }  // namespace
 
 AxisTraffic all_to_all_traffic(const AxisGroup& g) {
-  return {traffic::all_to_all(send_counts(g), recv_counts(g), g.me), g.new_boxes[g.me].numel()};
+  return {traffic::all_to_all(send_counts(g), recv_counts(g), g.me), g.new_box(g.me).numel()};
 }
 
 StoragePtr run_all_to_all(const AxisGroup& g, DType dtype, const StoragePtr& in) {
   const int64_t elem = size_of(dtype);
   std::vector<int64_t> sends = send_counts(g), recvs = recv_counts(g);
   std::vector<int64_t> send_displs = displacements(sends), recv_displs = displacements(recvs);
-  const Box &mine = g.old_boxes[g.me], &target = g.new_boxes[g.me];
+  const Box &mine = g.old_box(g.me), &target = g.new_box(g.me);
   std::vector<char> send_buf(traffic::total(sends) * elem), recv_buf(traffic::total(recvs) * elem);
-  for (size_t m = 0; m < g.ranks.size(); ++m) {
-    Box region = intersect(mine, g.new_boxes[m]);
+  for (int64_t m = 0; m < g.size(); ++m) {
+    Box region = intersect(mine, g.new_box(m));
     copy_region(in->data(), mine, send_buf.data() + send_displs[m] * elem, region, region, elem);
   }
   communicator(g.ranks).all_to_all_v(send_buf.data(), sends, recv_buf.data(), recvs, dtype);
   StoragePtr out = allocate(target, dtype, g.device);
-  for (size_t m = 0; m < g.ranks.size(); ++m) {
-    Box region = intersect(g.old_boxes[m], target);
+  for (int64_t m = 0; m < g.size(); ++m) {
+    Box region = intersect(g.old_box(m), target);
     copy_region(recv_buf.data() + recv_displs[m] * elem, region, out->data(), target, region, elem);
   }
   return out;

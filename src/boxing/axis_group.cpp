@@ -7,28 +7,48 @@
 
 namespace spsd::detail {
 
-namespace {
-std::vector<int64_t> numels(const std::vector<Box>& boxes) {
+std::vector<int64_t> AxisGroup::old_counts() const {
   std::vector<int64_t> n;
-  for (const Box& b : boxes) n.push_back(b.numel());
+  for (int64_t m = 0; m < size(); ++m) n.push_back(old_box(m).numel());
   return n;
 }
-}  // namespace
+std::vector<int64_t> AxisGroup::new_counts() const {
+  std::vector<int64_t> n;
+  for (int64_t m = 0; m < size(); ++m) n.push_back(new_box(m).numel());
+  return n;
+}
 
-std::vector<int64_t> AxisGroup::old_counts() const { return numels(old_boxes); }
-std::vector<int64_t> AxisGroup::new_counts() const { return numels(new_boxes); }
+namespace {
+// Row-major mesh: the members of a group along `axis` sit `stride` positions apart.
+AxisGroup group_from(const Placement& p, int64_t axis, int64_t leader_pos, const std::vector<Box>& old_boxes,
+                     const std::vector<Box>& new_boxes) {
+  int64_t stride = 1;
+  for (int64_t b = axis + 1; b < p.mesh().ndim(); ++b) stride *= p.mesh()[b];
+  AxisGroup g;
+  for (int64_t k = 0; k < p.mesh()[axis]; ++k) {
+    g.positions.push_back(leader_pos + k * stride);
+    g.ranks.push_back(p.ranks()[leader_pos + k * stride]);
+  }
+  g.device = p.device_type();
+  g.old_all = &old_boxes;
+  g.new_all = &new_boxes;
+  return g;
+}
+
+int64_t axis_stride(const Placement& p, int64_t axis) {
+  int64_t stride = 1;
+  for (int64_t b = axis + 1; b < p.mesh().ndim(); ++b) stride *= p.mesh()[b];
+  return stride;
+}
+}  // namespace
 
 AxisGroup axis_group(const Step& step, const std::vector<Box>& old_boxes, const std::vector<Box>& new_boxes,
                      int64_t rank) {
   const Placement& p = step.from.placement;
-  AxisGroup g;
-  g.ranks = mesh_group(p, rank, {step.mesh_axis});
-  g.me = std::find(g.ranks.begin(), g.ranks.end(), rank) - g.ranks.begin();
-  g.device = p.device_type();
-  for (int64_t r : g.ranks) {
-    g.old_boxes.push_back(old_boxes[p.position(r)]);
-    g.new_boxes.push_back(new_boxes[p.position(r)]);
-  }
+  int64_t pos = p.position(rank), stride = axis_stride(p, step.mesh_axis);
+  int64_t coord = pos / stride % p.mesh()[step.mesh_axis];
+  AxisGroup g = group_from(p, step.mesh_axis, pos - coord * stride, old_boxes, new_boxes);
+  g.me = coord;
   return g;
 }
 
@@ -37,26 +57,26 @@ StoragePtr allocate(const Box& box, DType dtype, DeviceType device) {
 }
 
 namespace {
-AxisTraffic axis_traffic(const AxisGroup& g, const Step& step) {
-  switch (step.kind) {
+AxisTraffic axis_traffic(const AxisGroup& g, StepKind kind, const Sbp& from, const Sbp& to) {
+  switch (kind) {
     case StepKind::kAllGather: return all_gather_traffic(g);
     case StepKind::kReduceScatter: return reduce_scatter_traffic(g);
     case StepKind::kAllReduce: return all_reduce_traffic(g);
     case StepKind::kAllToAll: return all_to_all_traffic(g);
-    case StepKind::kLocal: return local_step_traffic(g, step);
+    case StepKind::kLocal: return local_step_traffic(g, from, to);
     case StepKind::kExchange: break;
   }
-  throw_error("boxing", "no axis traffic for ", to_string(step.kind));
+  throw_error("boxing", "no axis traffic for ", to_string(kind));
 }
 
-void predict_exchange(DType dtype, Step& step, const std::vector<Box>& from_boxes, const std::vector<Box>& to_boxes,
-                      int64_t& max_messages, int64_t& max_local) {
-  std::vector<int64_t> ranks = exchange_ranks(step.from, step.to);
+void predict_exchange(DType dtype, const Layout& from, const Layout& to, const std::vector<Box>& from_boxes,
+                      const std::vector<Box>& to_boxes, Prediction& out, int64_t& max_messages, int64_t& max_local) {
+  std::vector<int64_t> ranks = exchange_ranks(from, to);
   auto index = [&](int64_t r) { return std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin(); };
   std::vector<RankTraffic> t(ranks.size());
   std::vector<int64_t> received_messages(ranks.size(), 0), local(ranks.size(), 0);
   for (size_t i = 0; i < ranks.size(); ++i) t[i].rank = ranks[i];
-  for (const Transfer& x : exchange_transfers(step.from, from_boxes, step.to, to_boxes)) {
+  for (const Transfer& x : exchange_transfers(from, from_boxes, to, to_boxes)) {
     int64_t bytes = x.region.numel() * size_of(dtype);
     if (x.src == x.dst) {
       local[index(x.dst)] += bytes;
@@ -71,33 +91,36 @@ void predict_exchange(DType dtype, Step& step, const std::vector<Box>& from_boxe
     max_messages = std::max({max_messages, t[i].messages, received_messages[i]});
     max_local = std::max(max_local, local[i] + t[i].bytes_received);
   }
-  step.traffic = std::move(t);
+  out.traffic = std::move(t);
 }
 }  // namespace
 
-void predict(DType dtype, Step& step, const std::vector<Box>& from_boxes, const std::vector<Box>& to_boxes) {
-  int64_t max_messages = 0, max_local = 0, n = 1;
-  if (step.kind == StepKind::kExchange) {
-    predict_exchange(dtype, step, from_boxes, to_boxes, max_messages, max_local);
-    n = static_cast<int64_t>(step.traffic.size());
+Prediction predict(DType dtype, StepKind kind, const Layout& from, const Layout& to, int64_t mesh_axis,
+                   const std::vector<Box>& from_boxes, const std::vector<Box>& to_boxes) {
+  Prediction out;
+  int64_t max_messages = 0, max_local = 0, n = 1, max_bytes = 0;
+  if (kind == StepKind::kExchange) {
+    predict_exchange(dtype, from, to, from_boxes, to_boxes, out, max_messages, max_local);
+    n = static_cast<int64_t>(out.traffic.size());
   } else {
-    const Placement& p = step.from.placement;
-    n = p.mesh()[step.mesh_axis];
-    step.traffic.clear();
-    for (int64_t r : p.ranks()) {
-      if (p.coords(r)[step.mesh_axis] != 0) continue;  // one pass per group, from its first member
-      AxisGroup g = axis_group(step, from_boxes, to_boxes, r);
-      for (g.me = 0; g.me < static_cast<int64_t>(g.ranks.size()); ++g.me) {
-        AxisTraffic a = axis_traffic(g, step);
-        step.traffic.push_back({g.ranks[g.me], a.wire.sent * size_of(dtype), a.wire.received * size_of(dtype), 0});
+    const Placement& p = from.placement;
+    n = p.mesh()[mesh_axis];
+    int64_t stride = axis_stride(p, mesh_axis);
+    for (int64_t pos = 0; pos < p.size(); ++pos) {
+      if (pos / stride % n != 0) continue;  // one pass per group, from its first member
+      AxisGroup g = group_from(p, mesh_axis, pos, from_boxes, to_boxes);
+      for (g.me = 0; g.me < g.size(); ++g.me) {
+        AxisTraffic a = axis_traffic(g, kind, from.nd_sbp[mesh_axis], to.nd_sbp[mesh_axis]);
+        out.traffic.push_back({g.ranks[g.me], a.wire.sent * size_of(dtype), a.wire.received * size_of(dtype), 0});
         max_local = std::max(max_local, a.local_elems * size_of(dtype));
       }
     }
-    std::sort(step.traffic.begin(), step.traffic.end(),
+    std::sort(out.traffic.begin(), out.traffic.end(),
               [](const RankTraffic& a, const RankTraffic& b) { return a.rank < b.rank; });
   }
-  step.cost_us = step_cost_us(cost_model(step.from.placement.device_type()), step.kind, n, max_messages,
-                              step.max_bytes(), max_local);
+  for (const RankTraffic& t : out.traffic) max_bytes = std::max({max_bytes, t.bytes_sent, t.bytes_received});
+  out.cost_us = step_cost_us(cost_model(from.placement.device_type()), kind, n, max_messages, max_bytes, max_local);
+  return out;
 }
 
 StoragePtr run_step(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in) {
@@ -107,8 +130,9 @@ StoragePtr run_step(const Shape& shape, DType dtype, const Step& step, const Sto
     return std::binary_search(ranks.begin(), ranks.end(), me) ? run_exchange(shape, dtype, step, in) : in;
   }
   if (!step.from.placement.contains(me)) return in;
-  AxisGroup g = axis_group(step, boxes_of(shape, step.from.placement, step.from.nd_sbp),
-                           boxes_of(shape, step.to.placement, step.to.nd_sbp), me);
+  std::vector<Box> old_boxes = boxes_of(shape, step.from.placement, step.from.nd_sbp),
+                   new_boxes = boxes_of(shape, step.to.placement, step.to.nd_sbp);
+  AxisGroup g = axis_group(step, old_boxes, new_boxes, me);
   const Sbp& from = step.from.nd_sbp[step.mesh_axis];
   switch (step.kind) {
     case StepKind::kAllGather: return run_all_gather(g, dtype, in);

@@ -52,8 +52,8 @@ std::vector<Transfer> exchange_transfers(const Layout& from, const std::vector<B
     const Box& need = to_boxes[pos];
     if (need.empty()) continue;
     for (const Piece& piece : pieces) {
+      if (overlap(need, piece.box) == 0) continue;
       Box region = intersect(need, piece.box);
-      if (region.empty()) continue;
       if (std::find(piece.holders.begin(), piece.holders.end(), d) != piece.holders.end()) {
         transfers.push_back({d, d, region});
         continue;

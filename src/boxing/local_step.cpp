@@ -8,20 +8,19 @@
 namespace spsd::detail {
 
 namespace {
-bool shares_input(const AxisGroup& g, const Step& step) {
-  const Sbp &from = step.from.nd_sbp[step.mesh_axis], &to = step.to.nd_sbp[step.mesh_axis];
+bool shares_input(const AxisGroup& g, const Sbp& from, const Sbp& to) {
   return from.is_broadcast() && to.is_partial() && (to.reduce_op() != ReduceOp::kSum || g.me == 0);
 }
 }  // namespace
 
-AxisTraffic local_step_traffic(const AxisGroup& g, const Step& step) {
-  return {{}, shares_input(g, step) ? 0 : g.new_boxes[g.me].numel()};
+AxisTraffic local_step_traffic(const AxisGroup& g, const Sbp& from, const Sbp& to) {
+  return {{}, shares_input(g, from, to) ? 0 : g.new_box(g.me).numel()};
 }
 
 StoragePtr run_local_step(const AxisGroup& g, const Step& step, DType dtype, const StoragePtr& in) {
-  if (shares_input(g, step)) return in;
   const Sbp &from = step.from.nd_sbp[step.mesh_axis], &to = step.to.nd_sbp[step.mesh_axis];
-  const Box &old_box = g.old_boxes[g.me], &new_box = g.new_boxes[g.me];
+  if (shares_input(g, from, to)) return in;
+  const Box &old_box = g.old_box(g.me), &new_box = g.new_box(g.me);
   StoragePtr out = allocate(new_box, dtype, g.device);
   if (to.is_partial()) {
     fill_identity(out->data(), new_box.numel(), dtype, to.reduce_op());

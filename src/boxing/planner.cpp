@@ -10,6 +10,7 @@
 #include <unordered_map>
 
 #include "primitives.hpp"
+#include "spsd/boxing/cost.hpp"
 #include "spsd/layout/split.hpp"
 #include "spsd/runtime/runtime.hpp"
 
@@ -76,11 +77,10 @@ NdSbp without_partial(const NdSbp& nd) {
   return NdSbp(std::move(axes));
 }
 
-Step make_step(const Shape& shape, DType dtype, StepKind kind, Layout from, Layout to, int64_t axis) {
-  Step step{kind, std::move(from), std::move(to), axis, {}, 0};
-  detail::predict(dtype, step, boxes_of(shape, step.from.placement, step.from.nd_sbp),
-                  boxes_of(shape, step.to.placement, step.to.nd_sbp));
-  return step;
+Step make_step(const Shape& shape, DType dtype, StepKind kind, const Layout& from, const Layout& to, int64_t axis) {
+  detail::Prediction p = detail::predict(dtype, kind, from, to, axis, boxes_of(shape, from.placement, from.nd_sbp),
+                                         boxes_of(shape, to.placement, to.nd_sbp));
+  return Step{kind, from, to, axis, std::move(p.traffic), p.cost_us};
 }
 
 // A compact node key: which placement, then one byte per mesh axis.
@@ -111,22 +111,31 @@ class Search {
     target_key_ = key_of(to_, true);
     push(from_, 0, std::nullopt, "");
     while (!queue_.empty()) {
-      auto [cost, seq, key] = queue_.top();
+      auto [estimate, seq, key] = queue_.top();
       queue_.pop();
       Node& node = nodes_.at(key);
       if (node.done) continue;
       node.done = true;
       if (key == target_key_) return path_to(key);
-      expand(node.layout, cost, key);
+      expand(node.layout, node.cost, key);
     }
     detail::throw_error("boxing", "no plan from ", from_.to_string(), " to ", to_.to_string());
   }
 
  private:
+  // An edge: the step's kind and mesh axis; its Step is built only if it ends up on the path.
+  struct Edge {
+    StepKind kind;
+    int64_t mesh_axis;
+  };
+  struct Via {
+    Edge edge;
+    Layout from;
+  };
   struct Node {
     Layout layout;
     double cost;
-    std::optional<Step> via;  // the step that reached it
+    std::optional<Via> via;  // the edge that reached it
     std::string prev;
     bool done = false;
   };
@@ -139,10 +148,8 @@ class Search {
     return it->second;
   }
 
-  Step step(StepKind kind, const Layout& from, const Layout& to, int64_t axis) {
-    Step s{kind, from, to, axis, {}, 0};
-    detail::predict(dtype_, s, boxes(from), boxes(to));
-    return s;
+  double price(const Edge& e, const Layout& from, const Layout& to) {
+    return detail::predict(dtype_, e.kind, from, to, e.mesh_axis, boxes(from), boxes(to)).cost_us;
   }
 
   void expand(const Layout& at, double cost, const std::string& key) {
@@ -153,36 +160,52 @@ class Search {
         if (s.is_partial() && !(at.placement == to_.placement && to_.nd_sbp[a] == s)) continue;
         if (auto kind = one_axis_step(nd, a, s)) {
           Layout next{at.placement, with_axis(nd, a, s)};
-          relax(step(*kind, at, next, a), cost, key);
+          relax({*kind, static_cast<int64_t>(a)}, at, next, cost, key);
         }
       }
     if (nd.has_partial()) return;  // the exchange moves S/B data only
     for (const Layout& target : exchange_targets_)
-      if (!(target == at)) relax(step(StepKind::kExchange, at, target, -1), cost, key);
+      if (!(target == at)) relax({StepKind::kExchange, -1}, at, target, cost, key);
   }
 
-  void relax(Step step, double cost, const std::string& prev) {
-    double next_cost = cost + step.cost_us;
-    Layout next = step.to;
-    push(next, next_cost, std::move(step), prev);
+  void relax(const Edge& e, const Layout& from, const Layout& to, double cost, const std::string& prev) {
+    push(to, cost + price(e, from, to), Via{e, from}, prev);
   }
 
-  void push(const Layout& layout, double cost, std::optional<Step> via, const std::string& prev) {
-    // A step's target placement tells the side: only an exchange moves to the target placement.
-    bool target_side = via ? (via->kind == StepKind::kExchange || via->from.placement == to_.placement)
-                           : from_.placement == to_.placement;
+  void push(const Layout& layout, double cost, std::optional<Via> via, const std::string& prev) {
+    // Only an exchange, or a step on the target placement, lands on the target placement.
+    bool target_side = layout.placement == to_.placement &&
+                       (!via || via->edge.kind == StepKind::kExchange || via->from.placement == to_.placement);
     std::string key = key_of(layout, target_side);
     auto it = nodes_.find(key);
     // Strictly cheaper only: on ties the first path found (fewer steps, table order) stays.
     if (it != nodes_.end() && (it->second.done || it->second.cost <= cost)) return;
     nodes_.insert_or_assign(key, Node{layout, cost, std::move(via), prev});
-    queue_.push({cost, seq_++, key});
+    queue_.push({cost + remaining_at_least(layout, key == target_key_), seq_++, key});
+  }
+
+  // A* heuristic: every rank must still receive the elements of its target box it does not
+  // hold, and a step costs at least beta times its busiest rank's bytes, so this never
+  // overestimates; it is also consistent (a step lowers a rank's shortfall by at most what it
+  // receives). Partial layouts get 0: steps into them move no bytes but change boxes.
+  double remaining_at_least(const Layout& at, bool is_target) {
+    if (is_target || at.nd_sbp.has_partial() || to_.nd_sbp.has_partial()) return 0;
+    const std::vector<Box>& mine = boxes(at);
+    const std::vector<Box>& need = boxes(to_);
+    int64_t worst = 0;
+    for (int64_t pos = 0; pos < to_.placement.size(); ++pos) {
+      int64_t held_pos = at.placement.position(to_.placement.ranks()[pos]);
+      int64_t held = held_pos < 0 ? 0 : overlap(need[pos], mine[held_pos]);
+      worst = std::max(worst, need[pos].numel() - held);
+    }
+    const CostModel& m = cost_model(to_.placement.device_type());
+    return m.step_us + m.beta_us_per_byte * static_cast<double>(worst * size_of(dtype_));
   }
 
   std::vector<Step> path_to(std::string key) {
     std::vector<Step> steps;
-    while (nodes_.at(key).via) {
-      steps.push_back(*nodes_.at(key).via);
+    while (const auto& via = nodes_.at(key).via) {
+      steps.push_back(make_step(shape_, dtype_, via->edge.kind, via->from, nodes_.at(key).layout, via->edge.mesh_axis));
       key = nodes_.at(key).prev;
     }
     return {steps.rbegin(), steps.rend()};
@@ -200,8 +223,9 @@ class Search {
   int64_t seq_ = 0;
 };
 
-// Elements of its destination box that a rank does not hold yet, in bytes.
+// Elements of its destination box that a rank does not hold yet, in bytes (0 off the target).
 int64_t lower_bound_bytes(const Shape& shape, DType dtype, const Layout& from, const Layout& to, int64_t rank) {
+  if (!to.placement.contains(rank)) return 0;
   Box need = box_of(shape, to.placement, to.nd_sbp, rank);
   int64_t held = from.placement.contains(rank)
                      ? intersect(need, box_of(shape, from.placement, from.nd_sbp, rank)).numel()
@@ -217,7 +241,7 @@ Plan compute_plan(const Shape& shape, DType dtype, const Layout& from, const Lay
   // an intermediate layout, the single exchange (which meets the lower bound) replaces it.
   if (!from.nd_sbp.has_partial() && !to.nd_sbp.has_partial()) {
     bool minimal = true;
-    for (int64_t r : to.placement.ranks())
+    for (int64_t r : detail::exchange_ranks(from, to))
       minimal = minimal && plan.bytes_received(r) == lower_bound_bytes(shape, dtype, from, to, r);
     if (!minimal) plan.steps = {make_step(shape, dtype, StepKind::kExchange, from, to, -1)};
   }

@@ -11,12 +11,19 @@
 
 namespace spsd::detail {
 
-// The ranks along the mesh axis a 1-d step changes, as seen from one of them.
+// The ranks along the mesh axis a 1-d step changes, as seen from one of them. It refers to
+// the boxes of every rank of the placement, which must outlive it.
 struct AxisGroup {
-  std::vector<int64_t> ranks;  // world ranks in coordinate order along the axis
-  int64_t me = 0;              // index of the rank it was built for
+  std::vector<int64_t> ranks;      // world ranks in coordinate order along the axis
+  std::vector<int64_t> positions;  // their positions in the placement
+  int64_t me = 0;                  // index of the rank it was built for
   DeviceType device = DeviceType::kCPU;
-  std::vector<Box> old_boxes, new_boxes;
+  const std::vector<Box>* old_all = nullptr;  // every rank's box before and after the step
+  const std::vector<Box>* new_all = nullptr;
+
+  int64_t size() const { return static_cast<int64_t>(ranks.size()); }
+  const Box& old_box(int64_t m) const { return (*old_all)[positions[m]]; }
+  const Box& new_box(int64_t m) const { return (*new_all)[positions[m]]; }
   std::vector<int64_t> old_counts() const;
   std::vector<int64_t> new_counts() const;
 };
@@ -34,7 +41,7 @@ AxisTraffic all_gather_traffic(const AxisGroup& g);
 AxisTraffic reduce_scatter_traffic(const AxisGroup& g);
 AxisTraffic all_reduce_traffic(const AxisGroup& g);
 AxisTraffic all_to_all_traffic(const AxisGroup& g);
-AxisTraffic local_step_traffic(const AxisGroup& g, const Step& step);
+AxisTraffic local_step_traffic(const AxisGroup& g, const Sbp& from, const Sbp& to);
 
 using StoragePtr = std::shared_ptr<Storage>;
 StoragePtr run_all_gather(const AxisGroup& g, DType dtype, const StoragePtr& in);
@@ -55,7 +62,12 @@ StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const
 
 // Predicted traffic and cost of a step on every participating rank, given every rank's box in
 // the step's source and target layouts (placement order).
-void predict(DType dtype, Step& step, const std::vector<Box>& from_boxes, const std::vector<Box>& to_boxes);
+struct Prediction {
+  std::vector<RankTraffic> traffic;  // in rank order
+  double cost_us = 0;
+};
+Prediction predict(DType dtype, StepKind kind, const Layout& from, const Layout& to, int64_t mesh_axis,
+                   const std::vector<Box>& from_boxes, const std::vector<Box>& to_boxes);
 // Runs the step on this rank (a no-op for ranks that do not take part); returns its new storage.
 StoragePtr run_step(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in);
 

@@ -7,26 +7,26 @@ namespace spsd::detail {
 
 AxisTraffic reduce_scatter_traffic(const AxisGroup& g) {
   std::vector<int64_t> counts = g.new_counts();
-  return {traffic::reduce_scatter(counts, g.me), g.new_boxes[g.me].numel()};
+  return {traffic::reduce_scatter(counts, g.me), g.new_box(g.me).numel()};
 }
 
 StoragePtr run_reduce_scatter(const AxisGroup& g, DType dtype, ReduceOp op, const StoragePtr& in) {
   std::vector<int64_t> counts = g.new_counts(), displs = displacements(counts);
-  const Box& whole = g.old_boxes[g.me];
+  const Box& whole = g.old_box(g.me);
   bool in_order = true;
-  for (size_t m = 0; m < g.ranks.size(); ++m)
-    in_order = in_order && (counts[m] == 0 || contiguous_offset(g.new_boxes[m], whole) == displs[m]);
+  for (int64_t m = 0; m < g.size(); ++m)
+    in_order = in_order && (counts[m] == 0 || contiguous_offset(g.new_box(m), whole) == displs[m]);
   // Pack the members' pieces one after the other unless they already are.
   std::vector<char> packed;
   const void* send = in->data();
   if (!in_order) {
     packed.resize(whole.numel() * size_of(dtype));
-    for (size_t m = 0; m < g.ranks.size(); ++m)
-      copy_region(in->data(), whole, packed.data() + displs[m] * size_of(dtype), g.new_boxes[m], g.new_boxes[m],
+    for (int64_t m = 0; m < g.size(); ++m)
+      copy_region(in->data(), whole, packed.data() + displs[m] * size_of(dtype), g.new_box(m), g.new_box(m),
                   size_of(dtype));
     send = packed.data();
   }
-  StoragePtr out = allocate(g.new_boxes[g.me], dtype, g.device);
+  StoragePtr out = allocate(g.new_box(g.me), dtype, g.device);
   communicator(g.ranks).reduce_scatter_v(send, out->data(), counts, dtype, op);
   return out;
 }

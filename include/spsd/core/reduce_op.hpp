@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <type_traits>
 
 #include "spsd/core/dtype.hpp"
 
@@ -19,11 +20,23 @@ constexpr T reduce_identity(ReduceOp op) {
   return T{0};
 }
 
+// a + b; integer sums wrap modulo 2^bits (documented behaviour of P(sum) on integers, and what
+// MPI does) instead of overflowing, which C++ leaves undefined for signed types.
+template <Element T>
+constexpr T wrapping_add(T a, T b) {
+  if constexpr (std::is_integral_v<T>) {
+    using U = std::make_unsigned_t<T>;
+    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+  } else {
+    return a + b;
+  }
+}
+
 // dst[i] = dst[i] op src[i]; one switch outside the loop so the loops vectorize.
 template <Element T>
 void combine_into(T* dst, const T* src, int64_t n, ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: for (int64_t i = 0; i < n; ++i) dst[i] += src[i]; break;
+    case ReduceOp::kSum: for (int64_t i = 0; i < n; ++i) dst[i] = wrapping_add(dst[i], src[i]); break;
     case ReduceOp::kMax: for (int64_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]); break;
     case ReduceOp::kMin: for (int64_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]); break;
   }

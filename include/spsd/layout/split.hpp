@@ -22,7 +22,11 @@ struct Box {
     for (size_t i = 0; i < dims.size(); ++i) dims[i] = std::max<int64_t>(0, end[i] - begin[i]);
     return Shape(std::move(dims));
   }
-  int64_t numel() const { return shape().numel(); }
+  int64_t numel() const {
+    int64_t n = 1;
+    for (size_t i = 0; i < begin.size(); ++i) n *= std::max<int64_t>(0, end[i] - begin[i]);
+    return n;
+  }
   bool empty() const { return numel() == 0; }
   // "[0:2, 0:5]"
   std::string to_string() const {
@@ -45,6 +49,14 @@ inline Box intersect(const Box& a, const Box& b) {
     r.end[i] = std::max(r.begin[i], std::min(a.end[i], b.end[i]));
   }
   return r;
+}
+
+// The number of elements two boxes have in common (intersect(a, b).numel() without a Box).
+inline int64_t overlap(const Box& a, const Box& b) {
+  int64_t n = 1;
+  for (size_t i = 0; i < a.begin.size(); ++i)
+    n *= std::max<int64_t>(0, std::min(a.end[i], b.end[i]) - std::max(a.begin[i], b.begin[i]));
+  return n;
 }
 
 // Part k of n elements split into `parts`: the first n % parts parts get one more element.
