@@ -89,16 +89,21 @@ void Communicator::all_gather_v(const void* send, void* recv, std::span<const in
 void Communicator::all_to_all(const void* send, void* recv, int64_t count_per_peer, DType dtype) {
   check_count("all_to_all", "count_per_peer", count_per_peer);
   std::vector<int64_t> counts(size(), count_per_peer);
-  all_to_all_v(send, counts, recv, counts, dtype);
+  all_to_all_checked(send, counts, recv, counts, dtype, true);
 }
 
 void Communicator::all_to_all_v(const void* send, std::span<const int64_t> send_counts, void* recv,
                                 std::span<const int64_t> recv_counts, DType dtype) {
+  all_to_all_checked(send, send_counts, recv, recv_counts, dtype, false);
+}
+
+void Communicator::all_to_all_checked(const void* send, std::span<const int64_t> send_counts, void* recv,
+                                      std::span<const int64_t> recv_counts, DType dtype, bool uniform) {
   check_counts("all_to_all", "send_counts", send_counts);
   check_counts("all_to_all", "recv_counts", recv_counts);
   check_buffer("all_to_all", "send", send, total(send_counts));
   check_buffer("all_to_all", "recv", recv, total(recv_counts));
-  do_all_to_all(send, send_counts, recv, recv_counts, dtype);
+  do_all_to_all(send, send_counts, recv, recv_counts, dtype, uniform);
   account(CollectiveKind::kAllToAll, traffic::all_to_all(send_counts, recv_counts, rank_), dtype);
 }
 

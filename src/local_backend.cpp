@@ -177,7 +177,7 @@ void LocalCommunicator::do_all_gather(const void* send, void* recv, std::span<co
 }
 
 void LocalCommunicator::do_all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
-                                      std::span<const int64_t> recv_counts, DType t) {
+                                      std::span<const int64_t> recv_counts, DType t, bool) {
   std::vector<int64_t> recv_displs = displacements(recv_counts);
   LocalCall c{.kind = CollectiveKind::kAllToAll, .dtype = t, .send_counts = {send_counts.begin(), send_counts.end()},
               .recv_counts = {recv_counts.begin(), recv_counts.end()}, .send = send};

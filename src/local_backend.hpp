@@ -86,7 +86,7 @@ class LocalCommunicator final : public Communicator {
   void do_reduce_scatter(const void* send, void* recv, std::span<const int64_t> counts, DType, ReduceOp) override;
   void do_all_gather(const void* send, void* recv, std::span<const int64_t> counts, DType) override;
   void do_all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
-                     std::span<const int64_t> recv_counts, DType) override;
+                     std::span<const int64_t> recv_counts, DType, bool uniform) override;
   void do_broadcast(void* buffer, int64_t count, DType, int64_t root) override;
   void do_send_recv(std::span<const SendSpec>, std::span<const RecvSpec>, DType) override;
   void do_barrier() override;

@@ -91,8 +91,8 @@ void MpiCommunicator::do_all_gather(const void* send, void* recv, std::span<cons
 }
 
 void MpiCommunicator::do_all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
-                                    std::span<const int64_t> recv_counts, DType t) {
-  if (uniform(send_counts) && uniform(recv_counts) && send_counts[0] == recv_counts[0]) {
+                                    std::span<const int64_t> recv_counts, DType t, bool uniform) {
+  if (uniform) {
     int n = as_int(send_counts[0], "all_to_all");
     check_mpi(MPI_Alltoall(send, n, mpi_type(t), recv, n, mpi_type(t), native()), "all_to_all");
     return;

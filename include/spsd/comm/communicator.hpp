@@ -58,8 +58,10 @@ class Communicator {
   virtual void do_all_reduce(const void* send, void* recv, int64_t count, DType, ReduceOp) = 0;
   virtual void do_reduce_scatter(const void* send, void* recv, std::span<const int64_t> counts, DType, ReduceOp) = 0;
   virtual void do_all_gather(const void* send, void* recv, std::span<const int64_t> counts, DType) = 0;
+  // uniform: the caller used all_to_all, so every member has the same single count (a rank
+  // cannot tell that from its own counts, and members must agree on the MPI call they make).
   virtual void do_all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
-                             std::span<const int64_t> recv_counts, DType) = 0;
+                             std::span<const int64_t> recv_counts, DType, bool uniform) = 0;
   virtual void do_broadcast(void* buffer, int64_t count, DType, int64_t root) = 0;
   virtual void do_send_recv(std::span<const SendSpec>, std::span<const RecvSpec>, DType) = 0;
   virtual void do_barrier() = 0;
@@ -67,6 +69,8 @@ class Communicator {
  private:
   void account(CollectiveKind, traffic::Traffic elems, DType, int64_t messages = 0);
   void check_counts(const char* op, const char* arg, std::span<const int64_t> counts) const;
+  void all_to_all_checked(const void* send, std::span<const int64_t> send_counts, void* recv,
+                          std::span<const int64_t> recv_counts, DType, bool uniform);
 
   std::vector<int64_t> world_ranks_;
   int64_t rank_;
