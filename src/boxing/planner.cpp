@@ -148,9 +148,8 @@ class Search {
     return it->second;
   }
 
-  double price(const Edge& e, const Layout& from, const Layout& to) {
-    return detail::predict(dtype_, e.kind, from, to, e.mesh_axis, boxes(from), boxes(to)).cost_us;
-  }
+  // A layout's side of the search (see push): only the target placement's own layouts count as it.
+  bool side_of(const Layout& l) const { return l.placement == to_.placement; }
 
   void expand(const Layout& at, double cost, const std::string& key) {
     const NdSbp& nd = at.nd_sbp;
@@ -169,7 +168,9 @@ class Search {
   }
 
   void relax(const Edge& e, const Layout& from, const Layout& to, double cost, const std::string& prev) {
-    push(to, cost + price(e, from, to), Via{e, from}, prev);
+    detail::Prediction p = detail::predict(dtype_, e.kind, from, to, e.mesh_axis, boxes(from), boxes(to));
+    if (minimal_ && !keeps_lower_bound(p, from, to)) return;
+    push(to, cost + p.cost_us, Via{e, from}, prev);
   }
 
   void push(const Layout& layout, double cost, std::optional<Via> via, const std::string& prev) {
@@ -181,25 +182,52 @@ class Search {
     // Strictly cheaper only: on ties the first path found (fewer steps, table order) stays.
     if (it != nodes_.end() && (it->second.done || it->second.cost <= cost)) return;
     nodes_.insert_or_assign(key, Node{layout, cost, std::move(via), prev});
-    queue_.push({cost + remaining_at_least(layout, key == target_key_), seq_++, key});
+    queue_.push({cost + remaining_at_least(layout, key), seq_++, key});
   }
 
-  // A* heuristic: every rank must still receive the elements of its target box it does not
-  // hold, and a step costs at least beta times its busiest rank's bytes, so this never
-  // overestimates; it is also consistent (a step lowers a rank's shortfall by at most what it
-  // receives). Partial layouts get 0: steps into them move no bytes but change boxes.
-  double remaining_at_least(const Layout& at, bool is_target) {
-    if (is_target || at.nd_sbp.has_partial() || to_.nd_sbp.has_partial()) return 0;
+  // Bytes of its target box each target rank does not hold in layout `at` (placement order).
+  const std::vector<int64_t>& shortfall(const Layout& at, const std::string& key) {
+    auto it = shortfall_.find(key);
+    if (it != shortfall_.end()) return it->second;
     const std::vector<Box>& mine = boxes(at);
     const std::vector<Box>& need = boxes(to_);
-    int64_t worst = 0;
+    std::vector<int64_t> missing(to_.placement.size());
     for (int64_t pos = 0; pos < to_.placement.size(); ++pos) {
       int64_t held_pos = at.placement.position(to_.placement.ranks()[pos]);
       int64_t held = held_pos < 0 ? 0 : overlap(need[pos], mine[held_pos]);
-      worst = std::max(worst, need[pos].numel() - held);
+      missing[pos] = (need[pos].numel() - held) * size_of(dtype_);
     }
+    return shortfall_.emplace(key, std::move(missing)).first->second;
+  }
+
+  // Between S/B layouts a plan receives exactly the lower bound iff every step lowers each
+  // rank's shortfall by exactly what the rank receives (no element travels twice, none is
+  // dropped and fetched again); the search then keeps only such steps. The exchange into the
+  // target always qualifies, so a plan always exists.
+  bool keeps_lower_bound(const detail::Prediction& p, const Layout& from, const Layout& to) {
+    const std::vector<int64_t>& before = shortfall(from, key_of(from, side_of(from)));
+    const std::vector<int64_t>& after = shortfall(to, key_of(to, side_of(to)));
+    std::vector<int64_t> received(to_.placement.size(), 0);
+    for (const RankTraffic& t : p.traffic) {
+      int64_t pos = to_.placement.position(t.rank);
+      if (pos < 0 && t.bytes_received > 0) return false;  // off the target: nothing to receive
+      if (pos >= 0) received[pos] = t.bytes_received;
+    }
+    for (size_t pos = 0; pos < received.size(); ++pos)
+      if (received[pos] != before[pos] - after[pos]) return false;
+    return true;
+  }
+
+  // A* heuristic: every rank must still receive its shortfall, and a step costs at least beta
+  // times its busiest rank's bytes, so this never overestimates; it is also consistent (a step
+  // lowers a rank's shortfall by at most what it receives). Partial layouts get 0: steps into
+  // them move no bytes but change boxes.
+  double remaining_at_least(const Layout& at, const std::string& key) {
+    if (key == target_key_ || at.nd_sbp.has_partial() || to_.nd_sbp.has_partial()) return 0;
+    const std::vector<int64_t>& missing = shortfall(at, key);
+    int64_t worst = missing.empty() ? 0 : *std::max_element(missing.begin(), missing.end());
     const CostModel& m = cost_model(to_.placement.device_type());
-    return m.step_us + m.beta_us_per_byte * static_cast<double>(worst * size_of(dtype_));
+    return m.step_us + m.beta_us_per_byte * static_cast<double>(worst);
   }
 
   std::vector<Step> path_to(std::string key) {
@@ -219,32 +247,16 @@ class Search {
   std::string target_key_;
   std::unordered_map<std::string, Node> nodes_;
   std::unordered_map<std::string, std::vector<Box>> boxes_;
+  std::unordered_map<std::string, std::vector<int64_t>> shortfall_;
+  bool minimal_ = !from_.nd_sbp.has_partial() && !to_.nd_sbp.has_partial();
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
   int64_t seq_ = 0;
 };
-
-// Elements of its destination box that a rank does not hold yet, in bytes (0 off the target).
-int64_t lower_bound_bytes(const Shape& shape, DType dtype, const Layout& from, const Layout& to, int64_t rank) {
-  if (!to.placement.contains(rank)) return 0;
-  Box need = box_of(shape, to.placement, to.nd_sbp, rank);
-  int64_t held = from.placement.contains(rank)
-                     ? intersect(need, box_of(shape, from.placement, from.nd_sbp, rank)).numel()
-                     : 0;
-  return (need.numel() - held) * size_of(dtype);
-}
 
 Plan compute_plan(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
   Plan plan{shape, dtype, from, to, {}, 0};
   if (from == to) return plan;
   plan.steps = Search(shape, dtype, from, to).run();
-  // Between S/B layouts nothing may travel twice: if the cheapest path forwards data through
-  // an intermediate layout, the single exchange (which meets the lower bound) replaces it.
-  if (!from.nd_sbp.has_partial() && !to.nd_sbp.has_partial()) {
-    bool minimal = true;
-    for (int64_t r : detail::exchange_ranks(from, to))
-      minimal = minimal && plan.bytes_received(r) == lower_bound_bytes(shape, dtype, from, to, r);
-    if (!minimal) plan.steps = {make_step(shape, dtype, StepKind::kExchange, from, to, -1)};
-  }
   for (const Step& s : plan.steps) plan.cost_us += s.cost_us;
   return plan;
 }
