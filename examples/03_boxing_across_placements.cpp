@@ -7,42 +7,14 @@
 #include <iostream>
 #include <spsd/spsd.hpp>
 
+#include "print_by_rank.hpp"
+
 using namespace spsd;
+using examples::print_by_rank;
+using examples::print_once;
+using examples::format;
 
 namespace {
-
-// Rank 0 prints every rank's text, in rank order: output from several processes never
-// interleaves. Collective over the world; the strings travel as int32 words.
-void print_by_rank(const std::string& text) {
-  Communicator& world = world_communicator();
-  int64_t words = (static_cast<int64_t>(text.size()) + 3) / 4;
-  std::vector<int64_t> counts(world_size());
-  world.all_gather(&words, counts.data(), 1, DType::kInt64);
-  std::vector<int32_t> mine(words, 0), all(traffic::total(counts));
-  std::memcpy(mine.data(), text.data(), text.size());
-  world.all_gather_v(mine.data(), all.data(), counts, DType::kInt32);
-  if (rank() != 0) return;
-  const char* at = reinterpret_cast<const char*>(all.data());
-  for (int r = 0; r < world_size(); at += counts[r] * 4, ++r) std::cout << std::string(at, strnlen(at, counts[r] * 4));
-  std::cout << std::flush;
-}
-
-void print_once(const std::string& text) {
-  if (rank() == 0) std::cout << text << std::flush;
-}
-
-template <class T>
-std::string format(const Tensor<T>& t) {
-  std::string s;
-  const int64_t cols = t.shape().ndim() ? t.shape()[t.shape().ndim() - 1] : 1;
-  std::vector<T> v = t.to_vector();
-  char buf[32];
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    std::snprintf(buf, sizeof buf, "%8.4f", static_cast<double>(v[i]));
-    s += (i % cols == 0 ? "      [" : ",") + std::string(buf) + (i % cols == cols - 1 ? "]\n" : "");
-  }
-  return s;
-}
 
 // Boxes x into (placement, nd_sbp) and reports, from every rank: the bytes the plan predicted
 // for it, the bytes its communicator counted, and what it holds afterwards.
@@ -65,7 +37,7 @@ GlobalTensor<T> box_and_report(const GlobalTensor<T>& x, const Placement& placem
   } else {
     text += "    holds " + box_of(x.shape(), placement, nd_sbp, me).to_string() + ", local shape " +
             y.to_local().shape().to_string() + "\n";
-    if (show_values) text += format(y.to_local());
+    if (show_values) text += format(y.to_local(), "      ");
   }
   print_by_rank(text);
   return y;
@@ -87,7 +59,7 @@ int main(int argc, char** argv) {
   Shape shape{4, 8};
   GlobalTensor<float> y0 = randn<float>(shape, p0, sbp::split(0));
   print_once("== Y0: (4, 8), S(0) on ranks [0, 1] ==\n" + layout_diagram(y0));
-  print_by_rank(y0.to_local().defined() ? "  rank " + std::to_string(me) + " holds\n" + format(y0.to_local())
+  print_by_rank(y0.to_local().defined() ? "  rank " + std::to_string(me) + " holds\n" + format(y0.to_local(), "      ")
                                         : "  rank " + std::to_string(me) + " holds nothing\n");
 
   // Y0 = Y0.to_global(placement=P1, sbp=broadcast): the boxing the seed's picture shows.

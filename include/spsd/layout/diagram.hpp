@@ -52,6 +52,10 @@ inline std::string layout_diagram(const Shape& shape, const Placement& placement
       out += "  mesh axis " + std::to_string(a) + " is " + nd_sbp[a].to_string() +
              ": the ranks along it hold partial values; the tensor is their " +
              std::string(to_string(nd_sbp[a].reduce_op())) + "\n";
+  int partial_axes = 0;
+  for (const Sbp& s : nd_sbp) partial_axes += s.is_partial();
+  if (partial_axes > 1)
+    out += "  with several partial axes the tensor is the nested reduction, the last mesh axis innermost\n";
 
   bool grid = (shape.ndim() == 1 || shape.ndim() == 2) && shape.numel() > 0;
   if (!grid) {
