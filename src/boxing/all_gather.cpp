@@ -23,10 +23,10 @@ StoragePtr run_all_gather(const AxisGroup& g, DType dtype, const StoragePtr& in)
     comm.all_gather_v(in->data(), out->data(), counts, dtype);
     return out;
   }
-  std::vector<char> staging(whole.numel() * size_of(dtype));
-  comm.all_gather_v(in->data(), staging.data(), counts, dtype);
+  auto gathered = staging(whole.numel(), dtype);
+  comm.all_gather_v(in->data(), gathered.get(), counts, dtype);
   for (int64_t m = 0; m < g.size(); ++m)
-    copy_region(staging.data() + displs[m] * size_of(dtype), g.old_box(m), out->data(), whole, g.old_box(m),
+    copy_region(gathered.get() + displs[m] * size_of(dtype), g.old_box(m), out->data(), whole, g.old_box(m),
                 size_of(dtype));
   return out;
 }

@@ -17,6 +17,15 @@ std::vector<int64_t> recv_counts(const AxisGroup& g) {
   for (int64_t m = 0; m < g.size(); ++m) c.push_back(overlap(g.old_box(m), g.new_box(g.me)));
   return c;
 }
+
+// True when every member sends the same count to every member.
+bool uniform_everywhere(const AxisGroup& g) {
+  int64_t first = overlap(g.old_box(0), g.new_box(0));
+  for (int64_t a = 0; a < g.size(); ++a)
+    for (int64_t b = 0; b < g.size(); ++b)
+      if (overlap(g.old_box(a), g.new_box(b)) != first) return false;
+  return true;
+}
 }  // namespace
 
 AxisTraffic all_to_all_traffic(const AxisGroup& g) {
@@ -28,16 +37,20 @@ StoragePtr run_all_to_all(const AxisGroup& g, DType dtype, const StoragePtr& in)
   std::vector<int64_t> sends = send_counts(g), recvs = recv_counts(g);
   std::vector<int64_t> send_displs = displacements(sends), recv_displs = displacements(recvs);
   const Box &mine = g.old_box(g.me), &target = g.new_box(g.me);
-  std::vector<char> send_buf(traffic::total(sends) * elem), recv_buf(traffic::total(recvs) * elem);
+  auto send_buf = staging(traffic::total(sends), dtype), recv_buf = staging(traffic::total(recvs), dtype);
   for (int64_t m = 0; m < g.size(); ++m) {
     Box region = intersect(mine, g.new_box(m));
-    copy_region(in->data(), mine, send_buf.data() + send_displs[m] * elem, region, region, elem);
+    copy_region(in->data(), mine, send_buf.get() + send_displs[m] * elem, region, region, elem);
   }
-  communicator(g.ranks).all_to_all_v(send_buf.data(), sends, recv_buf.data(), recvs, dtype);
+  // Every member sees the whole pattern, so all agree on the uniform call when it applies.
+  if (uniform_everywhere(g))
+    communicator(g.ranks).all_to_all(send_buf.get(), recv_buf.get(), sends[0], dtype);
+  else
+    communicator(g.ranks).all_to_all_v(send_buf.get(), sends, recv_buf.get(), recvs, dtype);
   StoragePtr out = allocate(target, dtype, g.device);
   for (int64_t m = 0; m < g.size(); ++m) {
     Box region = intersect(g.old_box(m), target);
-    copy_region(recv_buf.data() + recv_displs[m] * elem, region, out->data(), target, region, elem);
+    copy_region(recv_buf.get() + recv_displs[m] * elem, region, out->data(), target, region, elem);
   }
   return out;
 }

@@ -53,7 +53,7 @@ AxisGroup axis_group(const Step& step, const std::vector<Box>& old_boxes, const 
 }
 
 StoragePtr allocate(const Box& box, DType dtype, DeviceType device) {
-  return Storage::allocate(box.numel() * size_of(dtype), device);
+  return Storage::allocate_uninitialized(box.numel() * size_of(dtype), device);
 }
 
 namespace {

@@ -95,11 +95,11 @@ StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const
     if (t.src == me && t.dst != me && contiguous_offset(t.region, old_box) < 0) pack_elems += t.region.numel();
     if (t.dst == me && t.src != me && contiguous_offset(t.region, new_box) < 0) unpack_elems += t.region.numel();
   }
-  std::vector<char> packed(pack_elems * elem), unpacked(unpack_elems * elem);
+  auto packed = staging(pack_elems, dtype), unpacked = staging(unpack_elems, dtype);
   std::vector<SendSpec> sends;
   std::vector<RecvSpec> recvs;
   std::vector<std::pair<const Transfer*, char*>> to_unpack;
-  char *pack_at = packed.data(), *unpack_at = unpacked.data();
+  char *pack_at = packed.get(), *unpack_at = unpacked.get();
   for (const Transfer& t : transfers) {
     if (t.src == me && t.dst == me) {
       copy_region(in->data(), old_box, out->data(), new_box, t.region, elem);

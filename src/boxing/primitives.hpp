@@ -71,6 +71,11 @@ Prediction predict(DType dtype, StepKind kind, const Layout& from, const Layout&
 // Runs the step on this rank (a no-op for ranks that do not take part); returns its new storage.
 StoragePtr run_step(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in);
 
+// Storage for a box that the caller writes in full (not zero-filled).
 StoragePtr allocate(const Box& box, DType dtype, DeviceType device);
+// A host staging buffer for packing, not zero-filled.
+inline std::unique_ptr<char[]> staging(int64_t elems, DType dtype) {
+  return std::make_unique_for_overwrite<char[]>(static_cast<size_t>(elems * size_of(dtype)));
+}
 
 }  // namespace spsd::detail

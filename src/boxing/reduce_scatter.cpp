@@ -17,14 +17,14 @@ StoragePtr run_reduce_scatter(const AxisGroup& g, DType dtype, ReduceOp op, cons
   for (int64_t m = 0; m < g.size(); ++m)
     in_order = in_order && (counts[m] == 0 || contiguous_offset(g.new_box(m), whole) == displs[m]);
   // Pack the members' pieces one after the other unless they already are.
-  std::vector<char> packed;
+  std::unique_ptr<char[]> packed;
   const void* send = in->data();
   if (!in_order) {
-    packed.resize(whole.numel() * size_of(dtype));
+    packed = staging(whole.numel(), dtype);
     for (int64_t m = 0; m < g.size(); ++m)
-      copy_region(in->data(), whole, packed.data() + displs[m] * size_of(dtype), g.new_box(m), g.new_box(m),
+      copy_region(in->data(), whole, packed.get() + displs[m] * size_of(dtype), g.new_box(m), g.new_box(m),
                   size_of(dtype));
-    send = packed.data();
+    send = packed.get();
   }
   StoragePtr out = allocate(g.new_box(g.me), dtype, g.device);
   communicator(g.ranks).reduce_scatter_v(send, out->data(), counts, dtype, op);

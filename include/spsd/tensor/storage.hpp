@@ -17,6 +17,13 @@ class Storage {
  public:
   // Zero-filled bytes in the given memory space.
   static std::shared_ptr<Storage> allocate(int64_t bytes, DeviceType device) {
+    auto s = allocate_uninitialized(bytes, device);
+    std::memset(s->data(), 0, static_cast<size_t>(bytes));
+    return s;
+  }
+
+  // For buffers the caller writes in full (boxing outputs): no zero-fill pass.
+  static std::shared_ptr<Storage> allocate_uninitialized(int64_t bytes, DeviceType device) {
     SPSD_CHECK(bytes >= 0, "Storage::allocate", "bytes must be non-negative, got ", bytes);
     SPSD_CHECK(device == DeviceType::kCPU, "Storage::allocate",
                SPSD_HAVE_CUDA ? "cuda tensors are not available yet in this version of spsd (host storage only)"
@@ -38,7 +45,6 @@ class Storage {
     size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
     data_.reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment)));
     SPSD_CHECK(data_ != nullptr, "Storage::allocate", "out of host memory allocating ", bytes, " bytes");
-    std::memset(data_.get(), 0, static_cast<size_t>(bytes));
   }
   std::unique_ptr<std::byte, Free> data_;
   int64_t bytes_;
