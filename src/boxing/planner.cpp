@@ -3,7 +3,6 @@
 // S/B layout into the target or a layout one mesh axis away from it on the target placement.
 #include "spsd/boxing/planner.hpp"
 
-#include <map>
 #include <mutex>
 #include <optional>
 #include <queue>
@@ -12,7 +11,6 @@
 #include "primitives.hpp"
 #include "spsd/boxing/cost.hpp"
 #include "spsd/layout/split.hpp"
-#include "spsd/runtime/runtime.hpp"
 
 namespace spsd {
 
