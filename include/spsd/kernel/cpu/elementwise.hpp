@@ -1,0 +1,220 @@
+#pragma once
+// Element-wise cpu kernels: unary functions, binary ops with numpy broadcasting, their scalar
+// forms, and fill. Each entry point switches on the op once and runs a tight templated loop
+// (loop.hpp) with the op inlined: no per-element dispatch.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <concepts>
+#include <cstdint>
+#include <ostream>
+#include <string_view>
+#include <type_traits>
+#include <vector>
+
+#include "spsd/core/dtype.hpp"
+#include "spsd/core/error.hpp"
+#include "spsd/core/shape.hpp"
+#include "spsd/kernel/cpu/broadcast.hpp"
+#include "spsd/kernel/cpu/loop.hpp"
+
+namespace spsd::kernel::cpu {
+
+enum class UnaryOp { kNeg, kRelu, kGelu, kExp, kLog, kTanh, kSigmoid, kSqrt, kAbs };
+enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin };
+
+constexpr std::string_view to_string(UnaryOp op) {
+  switch (op) {
+    case UnaryOp::kNeg: return "neg";
+    case UnaryOp::kRelu: return "relu";
+    case UnaryOp::kGelu: return "gelu";
+    case UnaryOp::kExp: return "exp";
+    case UnaryOp::kLog: return "log";
+    case UnaryOp::kTanh: return "tanh";
+    case UnaryOp::kSigmoid: return "sigmoid";
+    case UnaryOp::kSqrt: return "sqrt";
+    case UnaryOp::kAbs: return "abs";
+  }
+  return "invalid unary op";
+}
+
+// Element-wise max/min are "maximum"/"minimum" (numpy, torch): "max" names the reduction.
+constexpr std::string_view to_string(BinaryOp op) {
+  switch (op) {
+    case BinaryOp::kAdd: return "add";
+    case BinaryOp::kSub: return "sub";
+    case BinaryOp::kMul: return "mul";
+    case BinaryOp::kDiv: return "div";
+    case BinaryOp::kMax: return "maximum";
+    case BinaryOp::kMin: return "minimum";
+  }
+  return "invalid binary op";
+}
+
+inline std::ostream& operator<<(std::ostream& os, UnaryOp op) { return os << to_string(op); }
+inline std::ostream& operator<<(std::ostream& os, BinaryOp op) { return os << to_string(op); }
+
+// Integers have neg, relu and abs (wrapping: -INT_MIN == INT_MIN); the rest need floats.
+constexpr bool unary_supports(UnaryOp op, DType t) {
+  if (t == DType::kFloat32 || t == DType::kFloat64) return true;
+  return op == UnaryOp::kNeg || op == UnaryOp::kRelu || op == UnaryOp::kAbs;
+}
+
+namespace detail {
+
+template <Element T>
+[[noreturn, gnu::cold]] inline void throw_division_by_zero() {
+  ::spsd::detail::throw_error("div", "integer division by zero (", dtype_of<T>, ")");
+}
+
+// x / y; integers throw on y == 0 and wrap INT_MIN / -1 (which traps on x86) to INT_MIN.
+template <Element T>
+inline T checked_div(T x, T y) {
+  if constexpr (std::is_integral_v<T>) {
+    if (y == 0) [[unlikely]] throw_division_by_zero<T>();
+    return y == T(-1) ? wrap_neg(x) : static_cast<T>(x / y);
+  } else {
+    return x / y;
+  }
+}
+
+// Calls body(f) with f the scalar function of op: one switch, then body's loop inlines f.
+// max/min behave as std::max/std::min (a NaN in the second operand is not propagated).
+template <Element T, class Body>
+void with_binary_fn(BinaryOp op, Body&& body) {
+  switch (op) {
+    case BinaryOp::kAdd: return body([](T x, T y) { return wrap_add(x, y); });
+    case BinaryOp::kSub: return body([](T x, T y) { return wrap_sub(x, y); });
+    case BinaryOp::kMul: return body([](T x, T y) { return wrap_mul(x, y); });
+    case BinaryOp::kDiv: return body([](T x, T y) { return checked_div(x, y); });
+    case BinaryOp::kMax: return body([](T x, T y) { return x < y ? y : x; });
+    case BinaryOp::kMin: return body([](T x, T y) { return y < x ? y : x; });
+  }
+  ::spsd::detail::throw_error("binary", "invalid op value ", static_cast<int>(op));
+}
+
+// gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))): the tanh approximation of
+// x * Phi(x) (Hendrycks & Gimpel; GPT-2, torch's approximate="tanh"); max error ~1e-3 vs erf.
+template <std::floating_point T>
+inline T gelu_tanh(T x) {
+  constexpr T kSqrt2OverPi = T(0.7978845608028654);
+  constexpr T kCubic = T(0.044715);
+  return T(0.5) * x * (T(1) + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x)));
+}
+
+template <Element T, class Body>
+void with_unary_fn(UnaryOp op, Body&& body) {
+  SPSD_CHECK(unary_supports(op, dtype_of<T>), "unary", to_string(op), " is not defined for ", dtype_of<T>,
+             " tensors");
+  if constexpr (std::is_integral_v<T>) {
+    switch (op) {
+      case UnaryOp::kNeg: return body([](T x) { return wrap_neg(x); });
+      case UnaryOp::kRelu: return body([](T x) { return x < 0 ? T(0) : x; });
+      case UnaryOp::kAbs: return body([](T x) { return x < 0 ? wrap_neg(x) : x; });
+      default: break;
+    }
+  } else {
+    switch (op) {
+      case UnaryOp::kNeg: return body([](T x) { return -x; });
+      case UnaryOp::kRelu: return body([](T x) { return x < T(0) ? T(0) : x; });  // relu(NaN) = NaN
+      case UnaryOp::kGelu: return body([](T x) { return gelu_tanh(x); });
+      case UnaryOp::kExp: return body([](T x) { return std::exp(x); });
+      case UnaryOp::kLog: return body([](T x) { return std::log(x); });
+      case UnaryOp::kTanh: return body([](T x) { return std::tanh(x); });
+      // exp(-x) overflows to inf for very negative x, giving 1/inf = 0: no NaN.
+      case UnaryOp::kSigmoid: return body([](T x) { return T(1) / (T(1) + std::exp(-x)); });
+      case UnaryOp::kSqrt: return body([](T x) { return std::sqrt(x); });
+      case UnaryOp::kAbs: return body([](T x) { return std::abs(x); });
+    }
+  }
+  ::spsd::detail::throw_error("unary", "invalid op value ", static_cast<int>(op));
+}
+
+// The strided general case: rows of the last collapsed dim, each row a contiguous or
+// broadcast (stride 0) run for a and b; the row kernel is chosen once, outside the loop.
+template <Element T, class F>
+void binary_broadcast(F f, const T* a, const std::vector<int64_t>& sa, const T* b, const std::vector<int64_t>& sb,
+                      T* out, const std::vector<int64_t>& dims) {
+  const int64_t r = static_cast<int64_t>(dims.size());
+  if (r == 0) {
+    out[0] = f(a[0], b[0]);
+    return;
+  }
+  const int64_t n = dims.back(), ia = sa.back(), ib = sb.back();
+  std::vector<int64_t> outer(dims.begin(), dims.end() - 1);
+  int64_t rows = 1;
+  for (int64_t d : outer) rows *= d;
+  Odometer<2> od(outer, {std::vector<int64_t>(sa.begin(), sa.end() - 1), std::vector<int64_t>(sb.begin(), sb.end() - 1)});
+  auto each_row = [&](auto row) {
+    for (int64_t i = 0; i < rows; ++i, od.next()) row(a + od.offset(0), b + od.offset(1), out + i * n);
+  };
+  if (ia != 0 && ib != 0) {
+    each_row([&](const T* pa, const T* pb, T* po) { map2(f, pa, pb, po, n); });
+  } else if (ia != 0) {
+    each_row([&](const T* pa, const T* pb, T* po) { map1([f, s = *pb](T x) { return f(x, s); }, pa, po, n); });
+  } else if (ib != 0) {
+    each_row([&](const T* pa, const T* pb, T* po) { map1([f, s = *pa](T y) { return f(s, y); }, pb, po, n); });
+  } else {
+    each_row([&](const T* pa, const T* pb, T* po) { fill_n(po, n, f(*pa, *pb)); });
+  }
+}
+
+}  // namespace detail
+
+// out[i] = op(x[i]) for i < n. out may be x. Integer T supports neg, relu and abs only
+// (unary_supports); other ops throw spsd::Error even when n == 0, so every rank agrees.
+template <Element T>
+void unary(UnaryOp op, const T* x, T* out, int64_t n) {
+  detail::with_unary_fn<T>(op, [&](auto f) { detail::map1(f, x, out, n); });
+}
+
+// out = a op b with numpy broadcasting; out_shape must be the broadcast of a_shape and b_shape.
+// Integer add/sub/mul wrap; integer division by zero throws spsd::Error. out may be a or b
+// when that input has out's shape (in place).
+template <Element T>
+void binary(BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
+            const Shape& out_shape) {
+  SPSD_CHECK(detail::broadcast_shape(to_string(op), a_shape, b_shape) == out_shape, to_string(op), "output shape ", out_shape,
+             " is not the broadcast of ", a_shape, " and ", b_shape);
+  const int64_t n = out_shape.numel();
+  if (n == 0) return;
+  detail::with_binary_fn<T>(op, [&](auto f) {
+    const int64_t na = a_shape.numel(), nb = b_shape.numel();
+    if (na == n && nb == n) {  // equal shapes (up to leading 1s): one flat loop
+      detail::map2(f, a, b, out, n);
+    } else if (nb == 1) {
+      detail::map1([f, s = *b](T x) { return f(x, s); }, a, out, n);
+    } else if (na == 1) {
+      detail::map1([f, s = *a](T y) { return f(s, y); }, b, out, n);
+    } else {  // (m, n) + (n) becomes rows of a contiguous map2; anything else collapses first
+      const int64_t r = out_shape.ndim();
+      auto c = detail::collapse<2>(out_shape.dims(), {detail::broadcast_strides(a_shape, r),
+                                                      detail::broadcast_strides(b_shape, r)});
+      detail::binary_broadcast(f, a, c.strides[0], b, c.strides[1], out, c.dims);
+    }
+  });
+}
+
+// out[i] = a[i] op s, or s op a[i] when scalar_first (rsub, rdiv: 1 / x). An integer divisor
+// s == 0 throws even when n == 0 (it does not depend on the data, so every rank agrees).
+template <Element T>
+void binary_scalar(BinaryOp op, const T* a, T s, T* out, int64_t n, bool scalar_first) {
+  if constexpr (std::is_integral_v<T>) {
+    if (op == BinaryOp::kDiv && !scalar_first && s == 0) detail::throw_division_by_zero<T>();
+  }
+  detail::with_binary_fn<T>(op, [&](auto f) {
+    if (scalar_first) {
+      detail::map1([f, s](T x) { return f(s, x); }, a, out, n);
+    } else {
+      detail::map1([f, s](T x) { return f(x, s); }, a, out, n);
+    }
+  });
+}
+
+// out[i] = value for i < n.
+template <Element T>
+void fill(T* out, int64_t n, T value) {
+  detail::fill_n(out, n, value);
+}
+
+}  // namespace spsd::kernel::cpu

@@ -1,0 +1,41 @@
+#pragma once
+// Index kernels for vocabulary/class-parallel layers: each rank holds a contiguous range of
+// rows (embedding) or classes (cross-entropy) and contributes zeros for indices it does not
+// hold, so the per-rank results sum to the full answer: P(sum).
+#include <cstdint>
+#include <cstring>
+
+#include "spsd/core/dtype.hpp"
+#include "spsd/kernel/cpu/loop.hpp"
+
+namespace spsd::kernel::cpu {
+
+// out (n, dim): out[i] = weight row indices[i] - row_begin when this rank holds that row
+// (row_begin <= indices[i] < row_begin + rows), else zeros. weight is (rows, dim). The caller
+// checks indices against the whole vocabulary.
+template <Element T>
+void embedding(const T* weight, int64_t row_begin, int64_t rows, int64_t dim, const int64_t* indices, int64_t n,
+               T* out) {
+  if (dim == 0) return;
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t row = indices[i] - row_begin;
+    T* o = out + i * dim;
+    if (row >= 0 && row < rows) {
+      std::memcpy(o, weight + row * dim, static_cast<size_t>(dim) * sizeof(T));
+    } else {
+      detail::fill_n(o, dim, T{0});
+    }
+  }
+}
+
+// out[i] = x[i, labels[i] - c_begin] when this rank holds class labels[i]
+// (c_begin <= labels[i] < c_begin + c), else 0. x is (n, c): classes [c_begin, c_begin + c).
+template <Element T>
+void pick(const T* x, int64_t n, int64_t c_begin, int64_t c, const int64_t* labels, T* out) {
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t j = labels[i] - c_begin;
+    out[i] = (j >= 0 && j < c) ? x[i * c + j] : T{0};
+  }
+}
+
+}  // namespace spsd::kernel::cpu

@@ -1,0 +1,136 @@
+#pragma once
+// Data movement between dense layouts: permute (axis transposition) and copy_region (a box
+// of one tensor into a box of another: slice, concat, boxing's local copies).
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
+#include <span>
+#include <vector>
+
+#include "spsd/core/dtype.hpp"
+#include "spsd/core/error.hpp"
+#include "spsd/core/shape.hpp"
+#include "spsd/kernel/cpu/loop.hpp"
+
+namespace spsd::kernel::cpu {
+
+namespace detail {
+
+// out (rows, cols) dense = in[i + j * ld] (in's rows are its stride-1 axis): tiles of
+// kTile x kTile so the kTile input lines a tile reads stay in L1 while out is written in order.
+template <Element T>
+void transpose_2d(const T* in, int64_t ld, T* out, int64_t rows, int64_t cols) {
+  constexpr int64_t kTile = 32;
+  for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
+    const int64_t ie = std::min(rows, i0 + kTile);
+    for (int64_t j0 = 0; j0 < cols; j0 += kTile) {
+      const int64_t je = std::min(cols, j0 + kTile);
+      for (int64_t i = i0; i < ie; ++i)
+        for (int64_t j = j0; j < je; ++j) out[i * cols + j] = in[i + j * ld];
+    }
+  }
+}
+
+}  // namespace detail
+
+// out = x with axes reordered: out.shape[i] = x_shape[perm[i]], out dense. Axes that stay
+// neighbours are merged first, so (b, m, n) -> (b, n, m) is a batch of 2-d transposes and a
+// perm that keeps the last axis copies contiguous runs.
+template <Element T>
+void permute(const T* x, const Shape& x_shape, std::span<const int64_t> perm, T* out) {
+  const int64_t r = x_shape.ndim();
+  std::vector<bool> seen(r, false);
+  bool ok = static_cast<int64_t>(perm.size()) == r;
+  for (int64_t i = 0; ok && i < r; ++i) {
+    ok = perm[i] >= 0 && perm[i] < r && !seen[perm[i]];
+    if (ok) seen[perm[i]] = true;
+  }
+  SPSD_CHECK(ok, "permute", "perm ", ::spsd::detail::join({perm.begin(), perm.end()}),
+             " is not a permutation of the axes of ", x_shape);
+  const int64_t n = x_shape.numel();
+  if (n == 0) return;
+
+  // Out-order dims with their input strides; drop 1s, merge axes adjacent in both orders.
+  const std::vector<int64_t> xs = contiguous_strides(x_shape);
+  std::vector<int64_t> dims, strides;
+  for (int64_t i = 0; i < r; ++i) {
+    const int64_t d = x_shape[perm[i]], s = xs[perm[i]];
+    if (d == 1) continue;
+    if (!dims.empty() && strides.back() == s * d) {
+      dims.back() *= d;
+      strides.back() = s;
+    } else {
+      dims.push_back(d);
+      strides.push_back(s);
+    }
+  }
+  const int64_t k = static_cast<int64_t>(dims.size());
+  if (k <= 1) {  // identity after merging (k == 1 means one dim of stride 1)
+    std::memcpy(out, x, static_cast<size_t>(n) * sizeof(T));
+    return;
+  }
+  const int64_t last = dims[k - 1], s_last = strides[k - 1];
+  if (s_last == 1) {  // the last axis stays last: copy contiguous runs
+    std::vector<int64_t> outer(dims.begin(), dims.end() - 1);
+    detail::Odometer<1> od(outer, {std::vector<int64_t>(strides.begin(), strides.end() - 1)});
+    for (int64_t o = 0, runs = n / last; o < runs; ++o, od.next())
+      std::memcpy(out + o * last, x + od.offset(0), static_cast<size_t>(last) * sizeof(T));
+    return;
+  }
+  if (strides[k - 2] == 1) {  // the last two out axes are a 2-d transpose of the input's last axis
+    const int64_t rows = dims[k - 2], tile = rows * last;
+    std::vector<int64_t> outer(dims.begin(), dims.end() - 2);
+    detail::Odometer<1> od(outer, {std::vector<int64_t>(strides.begin(), strides.end() - 2)});
+    for (int64_t o = 0, count = n / tile; o < count; ++o, od.next())
+      detail::transpose_2d(x + od.offset(0), s_last, out + o * tile, rows, last);
+    return;
+  }
+  // General: a strided gather along the last out axis.
+  std::vector<int64_t> outer(dims.begin(), dims.end() - 1);
+  detail::Odometer<1> od(outer, {std::vector<int64_t>(strides.begin(), strides.end() - 1)});
+  for (int64_t o = 0, runs = n / last; o < runs; ++o, od.next()) {
+    const T* src = x + od.offset(0);
+    T* dst = out + o * last;
+    for (int64_t j = 0; j < last; ++j) dst[j] = src[j * s_last];
+  }
+}
+
+// dst[dst_begin + i] = src[src_begin + i] for every index i of the extent box, both tensors
+// dense with their shapes. One memcpy per contiguous run: the last axis, extended over the
+// trailing axes the box spans completely in both tensors. src and dst must not overlap.
+template <Element T>
+void copy_region(const T* src, const Shape& src_shape, std::span<const int64_t> src_begin, T* dst,
+                 const Shape& dst_shape, std::span<const int64_t> dst_begin, const Shape& extent) {
+  const int64_t r = extent.ndim();
+  SPSD_CHECK(src_shape.ndim() == r && dst_shape.ndim() == r && static_cast<int64_t>(src_begin.size()) == r &&
+                 static_cast<int64_t>(dst_begin.size()) == r,
+             "copy_region", "ranks differ: src ", src_shape, ", dst ", dst_shape, ", extent ", extent);
+  for (int64_t d = 0; d < r; ++d) {
+    SPSD_CHECK(src_begin[d] >= 0 && src_begin[d] + extent[d] <= src_shape[d] && dst_begin[d] >= 0 &&
+                   dst_begin[d] + extent[d] <= dst_shape[d],
+               "copy_region", "box of extent ", extent, " at ", ::spsd::detail::join({src_begin.begin(), src_begin.end()}),
+               " in ", src_shape, " -> at ", ::spsd::detail::join({dst_begin.begin(), dst_begin.end()}), " in ",
+               dst_shape, " is out of bounds");
+  }
+  if (extent.numel() == 0) return;
+  if (r == 0) {
+    dst[0] = src[0];
+    return;
+  }
+  const std::vector<int64_t> ss = contiguous_strides(src_shape), ds = contiguous_strides(dst_shape);
+  int64_t so = 0, dof = 0;
+  for (int64_t d = 0; d < r; ++d) {
+    so += src_begin[d] * ss[d];
+    dof += dst_begin[d] * ds[d];
+  }
+  int64_t k = r - 1, run = extent[k];  // run covers axes k..r-1
+  while (k > 0 && extent[k] == src_shape[k] && extent[k] == dst_shape[k]) run *= extent[--k];
+  std::vector<int64_t> outer(extent.dims().begin(), extent.dims().begin() + k);
+  detail::Odometer<2> od(outer, {std::vector<int64_t>(ss.begin(), ss.begin() + k),
+                                 std::vector<int64_t>(ds.begin(), ds.begin() + k)});
+  const int64_t runs = extent.numel() / run;
+  for (int64_t i = 0; i < runs; ++i, od.next())
+    std::memcpy(dst + dof + od.offset(1), src + so + od.offset(0), static_cast<size_t>(run) * sizeof(T));
+}
+
+}  // namespace spsd::kernel::cpu
