@@ -20,7 +20,13 @@ class Backend {
   // Collective over world_ranks (which holds the caller at my_index), called once per set.
   virtual std::unique_ptr<Communicator> create(std::vector<int64_t> world_ranks, int64_t my_index,
                                                CommStats* stats) = 0;
+  // The same, for the consistency check's own traffic: a communicator distinct from create()'s
+  // for the same ranks, so a check can never be matched with a data collective of a diverged rank.
+  virtual std::unique_ptr<Communicator> create_check(std::vector<int64_t> world_ranks, int64_t my_index,
+                                                     CommStats* stats) = 0;
 };
+
+struct ConsistencyTable;  // consistency.cpp: per rank set, the ops noted since the last check
 
 struct Context {
   int64_t rank = 0;
@@ -28,8 +34,12 @@ struct Context {
   int64_t local_rank = 0;
   std::unique_ptr<Backend> backend;
   CommStats stats;
-  std::chrono::milliseconds timeout{60'000};  // bound on every wait the in-process backend does
+  std::chrono::milliseconds timeout{30'000};  // bound on every wait of every backend
   std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> communicators;
+  // The consistency check's communicators and counters, kept apart from the user's (comm_stats()).
+  std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> check_communicators;
+  CommStats check_stats;
+  std::shared_ptr<ConsistencyTable> consistency;  // created at the first note_op (shared_ptr: opaque here)
 };
 
 Context* current_context();
@@ -37,7 +47,7 @@ void set_current_context(Context* ctx);
 // The active context; throws spsd::Error naming op when no Runtime is active on this thread.
 Context& context(std::string_view op);
 
-// SPSD_TIMEOUT (seconds, fractional allowed) or 60 s.
+// SPSD_TIMEOUT_S (seconds, fractions allowed; SPSD_TIMEOUT is read as an older alias) or 30 s.
 std::chrono::milliseconds default_timeout();
 
 }  // namespace spsd::detail

@@ -18,9 +18,9 @@ void copy(void* dst, const void* src, int64_t elems, DType t) {
 }
 }  // namespace
 
-std::shared_ptr<LocalGroup> LocalWorld::group(const std::vector<int64_t>& world_ranks) {
+std::shared_ptr<LocalGroup> LocalWorld::group(const std::vector<int64_t>& world_ranks, int channel) {
   std::lock_guard lock(mutex_);
-  auto& g = groups_[world_ranks];
+  auto& g = groups_[{world_ranks, channel}];
   if (!g) g = std::make_shared<LocalGroup>(this, world_ranks);
   return g;
 }

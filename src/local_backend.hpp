@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "context.hpp"
@@ -22,7 +23,8 @@ class LocalWorld {
   explicit LocalWorld(int64_t size) : size_(size) {}
   int64_t size() const { return size_; }
   // The group over exactly these world ranks, in this order (created by the first caller).
-  std::shared_ptr<LocalGroup> group(const std::vector<int64_t>& world_ranks);
+  // channel 1 is the consistency check's: a separate group over the same ranks.
+  std::shared_ptr<LocalGroup> group(const std::vector<int64_t>& world_ranks, int channel = 0);
   // A rank failed: every rank waiting now or later in a collective throws with this reason.
   void abort(const std::string& reason);
   bool aborted() const { return aborted_.load(); }
@@ -33,7 +35,7 @@ class LocalWorld {
   std::atomic<bool> aborted_{false};
   std::mutex mutex_;
   std::string abort_reason_;
-  std::map<std::vector<int64_t>, std::shared_ptr<LocalGroup>> groups_;
+  std::map<std::pair<std::vector<int64_t>, int>, std::shared_ptr<LocalGroup>> groups_;
 };
 
 // What one member publishes for the collective it is in.
@@ -109,6 +111,10 @@ class LocalBackend final : public Backend {
   std::string name() const override { return "simulated (threads as ranks)"; }
   std::unique_ptr<Communicator> create(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats) override {
     return std::make_unique<LocalCommunicator>(world_->group(world_ranks), my_index, stats, timeout_);
+  }
+  std::unique_ptr<Communicator> create_check(std::vector<int64_t> world_ranks, int64_t my_index,
+                                             CommStats* stats) override {
+    return std::make_unique<LocalCommunicator>(world_->group(world_ranks, 1), my_index, stats, timeout_);
   }
 
  private:

@@ -1,7 +1,12 @@
 #include "mpi_backend.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <climits>
 #include <numeric>
+#include <span>
+#include <string>
+#include <thread>
 
 #include "spsd/core/error.hpp"
 #include "spsd/core/shape.hpp"
@@ -56,98 +61,263 @@ bool uniform(std::span<const int64_t> counts) {
 }
 const void* in_place_if(const void* send, const void* recv) { return send == recv ? MPI_IN_PLACE : send; }
 
+std::atomic<bool> timed_out{false};
+
+// Polls until every request completed; false when the timeout passed first (the requests are
+// then left as they are). Each MPI_Testall also drives MPI's progress, which nonblocking
+// collectives need. The first millisecond it polls back to back, as blocking MPI does (yielding
+// at once made small and medium collectives up to 2x slower, bench/comm on 2 and 4 ranks);
+// after that it yields the thread between polls, so a long wait does not hold a core that a
+// peer (tests run 4 ranks on 2 cores) or another program needs. When mpirun oversubscribes,
+// OpenMPI's progress engine also yields inside MPI_Testall (mpi_yield_when_idle).
+bool wait_bounded(std::span<MPI_Request> requests, std::chrono::milliseconds timeout, const char* op) {
+  using Clock = std::chrono::steady_clock;
+  constexpr std::chrono::microseconds kSpin{1000};
+  int done = 0;
+  check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE), op);
+  if (done) return true;
+  const Clock::time_point start = Clock::now(), deadline = start + timeout, spin_until = start + kSpin;
+  for (;;) {
+    check_mpi(MPI_Testall(static_cast<int>(requests.size()), requests.data(), &done, MPI_STATUSES_IGNORE), op);
+    if (done) return true;
+    const Clock::time_point now = Clock::now();
+    if (now >= deadline) return false;
+    if (now >= spin_until) std::this_thread::yield();
+  }
+}
+
+[[noreturn]] void throw_timeout(const char* op, std::chrono::milliseconds timeout, const std::string& where,
+                                const std::string& why) {
+  timed_out.store(true);
+  throw_error(op, "no completion within ", timeout.count() / 1000.0, " s on ", where, ": ", why,
+              "; the job will be aborted at exit");
+}
+
+// The world ranks whose requests (requests[i] talks to world rank peers[i]) are still pending.
+std::vector<int64_t> pending_peers(std::span<MPI_Request> requests, std::span<const int64_t> peers) {
+  std::vector<int64_t> r;
+  for (size_t i = 0; i < requests.size(); ++i) {
+    int done = 1;
+    if (requests[i] != MPI_REQUEST_NULL) MPI_Test(&requests[i], &done, MPI_STATUS_IGNORE);
+    if (!done && std::find(r.begin(), r.end(), peers[i]) == r.end()) r.push_back(peers[i]);
+  }
+  std::sort(r.begin(), r.end());
+  return r;
+}
+
+// Receives nobody will match are cancelled, so MPI never writes into buffers the caller frees
+// after the error; sends are released (MPI cannot reliably cancel them).
+void abandon(std::span<MPI_Request> requests, size_t receives) {
+  for (size_t i = 0; i < requests.size(); ++i) {
+    if (requests[i] == MPI_REQUEST_NULL) continue;
+    if (i < receives) MPI_Cancel(&requests[i]);
+    MPI_Request_free(&requests[i]);
+  }
+}
+
+// FNV-1a over the ranks and the purpose: what a member is creating, for the handshake.
+uint64_t creation_token(const std::vector<int64_t>& world_ranks, uint64_t purpose) {
+  uint64_t h = 1469598103934665603ull ^ purpose;
+  for (int64_t r : world_ranks) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= static_cast<uint64_t>(r >> (8 * b)) & 0xff;
+      h *= 1099511628211ull;
+    }
+  }
+  return h;
+}
+
 }  // namespace
 
-MpiCommunicator::MpiCommunicator(boost::mpi::communicator comm, std::vector<int64_t> world_ranks, CommStats* stats)
-    : Communicator(std::move(world_ranks), comm.rank(), stats), comm_(std::move(comm)) {}
+bool mpi_wait_timed_out() { return timed_out.load(); }
 
+MpiCommunicator::MpiCommunicator(boost::mpi::communicator comm, std::vector<int64_t> world_ranks, CommStats* stats,
+                                 const std::chrono::milliseconds* timeout)
+    : Communicator(std::move(world_ranks), comm.rank(), stats), comm_(std::move(comm)), timeout_(timeout) {}
+
+void MpiCommunicator::wait(MPI_Request& request, const char* op) {
+  if (!wait_bounded({&request, 1}, *timeout_, op)) throw_timeout(op, *timeout_, to_string(), "a rank died or diverged");
+}
+
+// Count and displacement arrays stay alive until wait() returns: MPI reads them until completion.
 void MpiCommunicator::do_all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op) {
-  check_mpi(MPI_Allreduce(in_place_if(send, recv), recv, as_int(count, "all_reduce"), mpi_type(t), mpi_op(op), native()),
+  MPI_Request request;
+  check_mpi(MPI_Iallreduce(in_place_if(send, recv), recv, as_int(count, "all_reduce"), mpi_type(t), mpi_op(op), native(),
+                           &request),
             "all_reduce");
+  wait(request, "all_reduce");
 }
 
 void MpiCommunicator::do_reduce_scatter(const void* send, void* recv, std::span<const int64_t> counts, DType t,
                                         ReduceOp op) {
   // MPI_IN_PLACE reads the input from recv and leaves the result at its start, as we promise.
   const void* in = in_place_if(send, recv);
-  if (uniform(counts))
-    check_mpi(MPI_Reduce_scatter_block(in, recv, as_int(counts[0], "reduce_scatter"), mpi_type(t), mpi_op(op), native()),
+  MPI_Request request;
+  std::vector<int> int_counts;
+  if (uniform(counts)) {
+    check_mpi(MPI_Ireduce_scatter_block(in, recv, as_int(counts[0], "reduce_scatter"), mpi_type(t), mpi_op(op), native(),
+                                        &request),
               "reduce_scatter");
-  else
-    check_mpi(MPI_Reduce_scatter(in, recv, as_ints(counts, "reduce_scatter").data(), mpi_type(t), mpi_op(op), native()),
+  } else {
+    int_counts = as_ints(counts, "reduce_scatter");
+    check_mpi(MPI_Ireduce_scatter(in, recv, int_counts.data(), mpi_type(t), mpi_op(op), native(), &request),
               "reduce_scatter");
+  }
+  wait(request, "reduce_scatter");
 }
 
 void MpiCommunicator::do_all_gather(const void* send, void* recv, std::span<const int64_t> counts, DType t) {
   int64_t offset = displacements(counts)[rank()];
   const void* in = send == static_cast<const char*>(recv) + offset * size_of(t) ? MPI_IN_PLACE : send;
   int mine = as_int(counts[rank()], "all_gather");
-  if (uniform(counts))
-    check_mpi(MPI_Allgather(in, mine, mpi_type(t), recv, mine, mpi_type(t), native()), "all_gather");
-  else
-    check_mpi(MPI_Allgatherv(in, mine, mpi_type(t), recv, as_ints(counts, "all_gather").data(),
-                             int_displacements(counts, "all_gather").data(), mpi_type(t), native()),
+  MPI_Request request;
+  std::vector<int> int_counts, displs;
+  if (uniform(counts)) {
+    check_mpi(MPI_Iallgather(in, mine, mpi_type(t), recv, mine, mpi_type(t), native(), &request), "all_gather");
+  } else {
+    int_counts = as_ints(counts, "all_gather");
+    displs = int_displacements(counts, "all_gather");
+    check_mpi(MPI_Iallgatherv(in, mine, mpi_type(t), recv, int_counts.data(), displs.data(), mpi_type(t), native(),
+                              &request),
               "all_gather");
+  }
+  wait(request, "all_gather");
 }
 
 void MpiCommunicator::do_all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
                                     std::span<const int64_t> recv_counts, DType t, bool uniform) {
+  MPI_Request request;
   if (uniform) {
     int n = as_int(send_counts[0], "all_to_all");
-    check_mpi(MPI_Alltoall(send, n, mpi_type(t), recv, n, mpi_type(t), native()), "all_to_all");
+    check_mpi(MPI_Ialltoall(send, n, mpi_type(t), recv, n, mpi_type(t), native(), &request), "all_to_all");
+    wait(request, "all_to_all");
     return;
   }
-  check_mpi(MPI_Alltoallv(send, as_ints(send_counts, "all_to_all").data(),
-                          int_displacements(send_counts, "all_to_all").data(), mpi_type(t), recv,
-                          as_ints(recv_counts, "all_to_all").data(), int_displacements(recv_counts, "all_to_all").data(),
-                          mpi_type(t), native()),
+  std::vector<int> sc = as_ints(send_counts, "all_to_all"), sd = int_displacements(send_counts, "all_to_all");
+  std::vector<int> rc = as_ints(recv_counts, "all_to_all"), rd = int_displacements(recv_counts, "all_to_all");
+  check_mpi(MPI_Ialltoallv(send, sc.data(), sd.data(), mpi_type(t), recv, rc.data(), rd.data(), mpi_type(t), native(),
+                           &request),
             "all_to_all");
+  wait(request, "all_to_all");
 }
 
 void MpiCommunicator::do_broadcast(void* buffer, int64_t count, DType t, int64_t root) {
-  check_mpi(MPI_Bcast(buffer, as_int(count, "broadcast"), mpi_type(t), static_cast<int>(root), native()), "broadcast");
+  MPI_Request request;
+  check_mpi(MPI_Ibcast(buffer, as_int(count, "broadcast"), mpi_type(t), static_cast<int>(root), native(), &request),
+            "broadcast");
+  wait(request, "broadcast");
 }
 
 // Receives are posted first; messages between one pair keep their order (MPI non-overtaking).
+// On a timeout the message names the members nothing arrived from (or that took nothing).
 void MpiCommunicator::do_send_recv(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, DType t) {
   constexpr int kTag = 7;
   std::vector<MPI_Request> requests;
+  std::vector<int64_t> peers;  // world rank of each request's peer
   requests.reserve(sends.size() + recvs.size());
   for (const RecvSpec& r : recvs) {
     requests.emplace_back();
+    peers.push_back(world_ranks()[r.peer]);
     check_mpi(MPI_Irecv(r.data, as_int(r.count, "send_recv"), mpi_type(t), static_cast<int>(r.peer), kTag, native(),
                         &requests.back()),
               "send_recv");
   }
   for (const SendSpec& s : sends) {
     requests.emplace_back();
+    peers.push_back(world_ranks()[s.peer]);
     check_mpi(MPI_Isend(s.data, as_int(s.count, "send_recv"), mpi_type(t), static_cast<int>(s.peer), kTag, native(),
                         &requests.back()),
               "send_recv");
   }
-  check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE), "send_recv");
+  if (wait_bounded(requests, *timeout_, "send_recv")) return;
+  std::span<MPI_Request> all(requests);
+  std::vector<int64_t> silent = pending_peers(all.first(recvs.size()), std::span(peers).first(recvs.size()));
+  std::vector<int64_t> deaf = pending_peers(all.subspan(recvs.size()), std::span(peers).subspan(recvs.size()));
+  abandon(all, recvs.size());
+  std::string why = !silent.empty() ? concat("nothing arrived from world ranks ", join(silent))
+                                    : concat("world ranks ", join(deaf), " took none of the messages sent to them");
+  throw_timeout("send_recv", *timeout_, to_string(), why + " (a rank died or diverged)");
 }
 
-void MpiCommunicator::do_barrier() { check_mpi(MPI_Barrier(native()), "barrier"); }
+void MpiCommunicator::do_barrier() {
+  MPI_Request request;
+  check_mpi(MPI_Ibarrier(native(), &request), "barrier");
+  wait(request, "barrier");
+}
 
-MpiBackend::MpiBackend() : world_(MPI_COMM_WORLD, boost::mpi::comm_duplicate) {
+MpiBackend::MpiBackend(const std::chrono::milliseconds* timeout)
+    : world_(MPI_COMM_WORLD, boost::mpi::comm_duplicate), timeout_(timeout) {
   MPI_Comm_set_errhandler(static_cast<MPI_Comm>(world_), MPI_ERRORS_RETURN);
+  handshake_ = boost::mpi::communicator(static_cast<MPI_Comm>(world_), boost::mpi::comm_duplicate);
+  MPI_Comm_set_errhandler(static_cast<MPI_Comm>(handshake_), MPI_ERRORS_RETURN);
+}
+
+void MpiBackend::handshake(const std::vector<int64_t>& world_ranks, int64_t my_index, uint64_t purpose,
+                           const char* op) {
+  constexpr int kTag = 21;
+  const uint64_t mine = creation_token(world_ranks, purpose);
+  const size_t others = world_ranks.size() - 1;
+  std::vector<uint64_t> theirs(others);
+  std::vector<MPI_Request> requests(2 * others);
+  std::vector<int64_t> peers;
+  for (size_t i = 0, k = 0; i < world_ranks.size(); ++i)
+    if (static_cast<int64_t>(i) != my_index) {
+      peers.push_back(world_ranks[i]);
+      check_mpi(MPI_Irecv(&theirs[k], 1, MPI_UINT64_T, static_cast<int>(world_ranks[i]), kTag,
+                          static_cast<MPI_Comm>(handshake_), &requests[k]),
+                op);
+      ++k;
+    }
+  for (size_t k = 0; k < others; ++k)
+    check_mpi(MPI_Isend(&mine, 1, MPI_UINT64_T, static_cast<int>(peers[k]), kTag, static_cast<MPI_Comm>(handshake_),
+                        &requests[others + k]),
+              op);
+  const std::string what = concat("creating communicator(world ranks ", join(world_ranks), ", rank ", my_index, ")",
+                                  purpose == 1 ? " for consistency checks" : "");
+  if (!wait_bounded(requests, *timeout_, op)) {
+    std::vector<int64_t> silent = pending_peers(std::span(requests).first(others), peers);
+    abandon(requests, others);
+    throw_timeout(op, *timeout_, what,
+                  concat("world ranks ", join(silent), " never came to create it (a rank died or diverged)"));
+  }
+  std::vector<int64_t> other;
+  for (size_t k = 0; k < others; ++k)
+    if (theirs[k] != mine) other.push_back(peers[k]);
+  SPSD_CHECK(other.empty(), op, "while ", what, ": world ranks ", join(other),
+             " were creating a different communicator at the same point (a diverging program: every member must "
+             "create the rank sets it belongs to in the same order)");
 }
 
 // MPI_Comm_create_group is collective over the group's members only: ranks outside a placement
-// never take part in creating its communicator.
-std::unique_ptr<Communicator> MpiBackend::create(std::vector<int64_t> world_ranks, int64_t, CommStats* stats) {
+// never take part in creating its communicator. It blocks, so the handshake runs first.
+MPI_Comm MpiBackend::create_comm(const std::vector<int64_t>& world_ranks, int64_t my_index, uint64_t purpose,
+                                 const char* op) {
+  handshake(world_ranks, my_index, purpose, op);
   MPI_Group world_group, group;
-  check_mpi(MPI_Comm_group(static_cast<MPI_Comm>(world_), &world_group), "communicator");
-  std::vector<int> ranks = as_ints(world_ranks, "communicator");
-  check_mpi(MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group), "communicator");
+  check_mpi(MPI_Comm_group(static_cast<MPI_Comm>(world_), &world_group), op);
+  std::vector<int> ranks = as_ints(world_ranks, op);
+  check_mpi(MPI_Group_incl(world_group, static_cast<int>(ranks.size()), ranks.data(), &group), op);
   MPI_Comm comm;
-  check_mpi(MPI_Comm_create_group(static_cast<MPI_Comm>(world_), group, /*tag=*/11, &comm), "communicator");
+  check_mpi(MPI_Comm_create_group(static_cast<MPI_Comm>(world_), group, /*tag=*/11 + static_cast<int>(purpose), &comm),
+            op);
   MPI_Group_free(&group);
   MPI_Group_free(&world_group);
   MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN);
+  return comm;
+}
+
+std::unique_ptr<Communicator> MpiBackend::create(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats) {
+  MPI_Comm comm = create_comm(world_ranks, my_index, 0, "communicator");
   return std::make_unique<MpiCommunicator>(boost::mpi::communicator(comm, boost::mpi::comm_take_ownership),
-                                           std::move(world_ranks), stats);
+                                           std::move(world_ranks), stats, timeout_);
+}
+
+// A communicator of its own (a new MPI context), never the data communicator of the same ranks.
+std::unique_ptr<Communicator> MpiBackend::create_check(std::vector<int64_t> world_ranks, int64_t my_index,
+                                                       CommStats* stats) {
+  MPI_Comm comm = create_comm(world_ranks, my_index, 1, "communicator");
+  return std::make_unique<MpiCommunicator>(boost::mpi::communicator(comm, boost::mpi::comm_take_ownership),
+                                           std::move(world_ranks), stats, timeout_);
 }
 
 }  // namespace spsd::detail

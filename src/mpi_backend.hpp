@@ -1,17 +1,25 @@
 #pragma once
 // The MPI backend (Boost.MPI for environment and communicator lifetime, the C API for the
 // collectives Boost.MPI lacks: v-variants, reduce-scatter, grouped send/recv). Host memory only.
+// Every operation is nonblocking MPI completed by one bounded wait (the runtime's timeout), so a
+// rank that died or diverged gives spsd::Error instead of a hang.
 #include <boost/mpi/communicator.hpp>
 #include <boost/mpi/environment.hpp>
+#include <chrono>
 #include <memory>
 
 #include "context.hpp"
 
 namespace spsd::detail {
 
+// True once any MPI wait of this process timed out: requests are left pending that no rank
+// will complete, so the process must not call MPI_Finalize (~Runtime calls MPI_Abort instead).
+bool mpi_wait_timed_out();
+
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(boost::mpi::communicator comm, std::vector<int64_t> world_ranks, CommStats* stats);
+  MpiCommunicator(boost::mpi::communicator comm, std::vector<int64_t> world_ranks, CommStats* stats,
+                  const std::chrono::milliseconds* timeout);
   MPI_Comm native() const { return static_cast<MPI_Comm>(comm_); }
 
  protected:
@@ -25,19 +33,32 @@ class MpiCommunicator final : public Communicator {
   void do_barrier() override;
 
  private:
+  // Waits (bounded) for the one request a nonblocking collective returned.
+  void wait(MPI_Request& request, const char* op);
+
   boost::mpi::communicator comm_;
+  const std::chrono::milliseconds* timeout_;  // the context's: set_timeout applies at once
 };
 
 class MpiBackend final : public Backend {
  public:
-  MpiBackend();  // MPI must be initialized
+  explicit MpiBackend(const std::chrono::milliseconds* timeout);  // MPI must be initialized
   std::string name() const override { return "mpi"; }
   std::unique_ptr<Communicator> create(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats) override;
+  std::unique_ptr<Communicator> create_check(std::vector<int64_t> world_ranks, int64_t my_index,
+                                             CommStats* stats) override;
   int64_t rank() const { return world_.rank(); }
   int64_t size() const { return world_.size(); }
 
  private:
-  boost::mpi::communicator world_;  // a duplicate of MPI_COMM_WORLD: our traffic never meets the user's
+  // Every member tells every other which communicator it is creating, within the timeout,
+  // before the (blocking) MPI_Comm_create_group: a missing or diverged member gives an error.
+  void handshake(const std::vector<int64_t>& world_ranks, int64_t my_index, uint64_t purpose, const char* op);
+  MPI_Comm create_comm(const std::vector<int64_t>& world_ranks, int64_t my_index, uint64_t purpose, const char* op);
+
+  boost::mpi::communicator world_;      // a duplicate of MPI_COMM_WORLD: our traffic never meets the user's
+  boost::mpi::communicator handshake_;  // another one, only for the creation handshakes
+  const std::chrono::milliseconds* timeout_;
 };
 
 }  // namespace spsd::detail

@@ -2,6 +2,7 @@
 #include "spsd/runtime/runtime.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
@@ -52,13 +53,17 @@ Context& context(std::string_view op) {
 }
 
 std::chrono::milliseconds default_timeout() {
-  if (const char* v = std::getenv("SPSD_TIMEOUT")) {
+  // SPSD_TIMEOUT_S wins; SPSD_TIMEOUT is the name older scripts use.
+  for (const char* name : {"SPSD_TIMEOUT_S", "SPSD_TIMEOUT"}) {
+    const char* v = std::getenv(name);
+    if (!v) continue;
     char* end = nullptr;
     double seconds = std::strtod(v, &end);
-    SPSD_CHECK(end != v && seconds > 0, "SPSD_TIMEOUT", "must be a positive number of seconds, got \"", v, "\"");
-    return std::chrono::milliseconds(static_cast<int64_t>(seconds * 1000));
+    SPSD_CHECK(end != v && seconds > 0 && seconds < 1e9, name,
+               "must be a positive number of seconds, got \"", v, "\"");
+    return std::chrono::milliseconds(std::max<int64_t>(1, static_cast<int64_t>(seconds * 1000)));
   }
-  return std::chrono::milliseconds(60'000);
+  return std::chrono::milliseconds(30'000);
 }
 
 }  // namespace detail
@@ -81,8 +86,8 @@ void Runtime::init(int* argc, char*** argv) {
   if (!initialized)
     impl_->environment = argc ? std::make_unique<boost::mpi::environment>(*argc, *argv, boost::mpi::threading::serialized)
                               : std::make_unique<boost::mpi::environment>(boost::mpi::threading::serialized);
-  auto backend = std::make_unique<detail::MpiBackend>();
   impl_->context = std::make_unique<detail::Context>();
+  auto backend = std::make_unique<detail::MpiBackend>(&impl_->context->timeout);
   impl_->context->rank = backend->rank();
   impl_->context->world_size = backend->size();
   impl_->context->local_rank = detail::env_local_rank();
@@ -97,6 +102,16 @@ void Runtime::init(int* argc, char*** argv) {
 
 Runtime::~Runtime() {
   detail::set_current_context(nullptr);
+#if SPSD_HAVE_MPI
+  // A timed-out MPI wait leaves requests pending that no rank will complete: MPI_Finalize (and
+  // freeing the communicators) could hang, so the job ends here (docs/communicators.md).
+  if (impl_->context && detail::mpi_wait_timed_out()) {
+    std::fprintf(stderr, "spsd: rank %lld: aborting the MPI job at exit: a wait timed out earlier (see the error it raised)\n",
+                 static_cast<long long>(impl_->context->rank));
+    std::fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  }
+#endif
   impl_->context.reset();  // communicators go before MPI is finalized
 }
 

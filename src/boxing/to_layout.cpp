@@ -1,6 +1,10 @@
 // GlobalTensor::to_global: runs the planned steps on this rank.
 #include "primitives.hpp"
+#include <algorithm>
+
 #include "spsd/boxing/planner.hpp"
+#include "spsd/runtime/consistency.hpp"
+#include "spsd/runtime/log.hpp"
 #include "spsd/tensor/global_tensor.hpp"
 
 namespace spsd::detail {
@@ -22,10 +26,25 @@ GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdS
     return out;
   }
   std::shared_ptr<const Plan> plan = plan_boxing(in.shape, in.dtype, {in.placement, in.nd_sbp}, {placement, nd_sbp});
-  StoragePtr local = in_from ? in.local : nullptr;
-  for (const Step& step : plan->steps) local = run_step(in.shape, in.dtype, step, local);
-  if (in_to) out.local = local;
+  // Every rank of both placements takes part, so they all compare what they are converting.
+  std::vector<int64_t> ranks = in.placement.ranks();
+  ranks.insert(ranks.end(), placement.ranks().begin(), placement.ranks().end());
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  note_op(ranks, std::make_shared<const OpIdentity>("to_global(" + in.shape.to_string() + " " +
+                                                    std::string(to_string(in.dtype)) + " from " +
+                                                    plan->from.to_string() + " to " + plan->to.to_string() + ")"));
+  if (!plan->steps.empty()) check_ops(ranks);
+  if ((log_enabled("dispatch") || log_enabled("boxing")) && me == ranks.front())
+    log_line("boxing", "to_global: " + plan->to_string());
+  StoragePtr local = run_plan(*plan, in_from ? in.local : nullptr);
+  if (in_to) out.local = std::move(local);
   return out;
+}
+
+StoragePtr run_plan(const Plan& plan, StoragePtr local) {
+  for (const Step& step : plan.steps) local = run_step(plan.shape, plan.dtype, step, local);
+  return local;
 }
 
 }  // namespace spsd::detail

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "spsd/boxing/plan.hpp"
+#include "spsd/tensor/storage.hpp"
 
 namespace spsd {
 
@@ -14,5 +15,11 @@ std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const L
 // The plan as text: steps, collectives, bytes per rank, cost.
 std::string explain_boxing(const Shape& shape, DType dtype, const Placement& from, const NdSbp& from_sbp,
                            const Placement& to, const NdSbp& to_sbp);
+
+namespace detail {
+// Runs plan on this rank: local is its piece in plan.from (null when the rank is not in
+// plan.from's placement); returns its piece in plan.to (null when not in plan.to's placement).
+std::shared_ptr<Storage> run_plan(const Plan& plan, std::shared_ptr<Storage> local);
+}  // namespace detail
 
 }  // namespace spsd

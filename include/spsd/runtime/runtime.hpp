@@ -46,7 +46,13 @@ Communicator& world_communicator();
 // Throws unless every rank of the placement exists in the world (the first use of a placement).
 void check_placement(std::string_view op, const Placement& placement);
 
-// Bound on every wait of the in-process backend (default: SPSD_TIMEOUT seconds, else 60 s).
+// Bound on every wait of every backend: a collective, a consistency check or a communicator
+// creation that does not complete within it throws spsd::Error naming the operation, the
+// communicator and the bound (a rank died or diverged). Default: the environment variable
+// SPSD_TIMEOUT_S (seconds, fractions allowed; SPSD_TIMEOUT is read as an older alias), read
+// when the Runtime starts, else 30 s. Per rank (per simulated rank under simulate). Under MPI a
+// timeout cannot be recovered from: the error must end the program, and ~Runtime then calls
+// MPI_Abort instead of MPI_Finalize (docs/communicators.md).
 void set_timeout(std::chrono::milliseconds timeout);
 std::chrono::milliseconds timeout();
 

@@ -8,6 +8,7 @@
 
 #include "spsd/core/reduce_op.hpp"
 #include "spsd/layout/partial.hpp"
+#include "spsd/runtime/consistency.hpp"
 #include "spsd/tensor/global_tensor.hpp"
 #include "spsd/tensor/random.hpp"
 
@@ -22,6 +23,9 @@ GlobalTensor<T> generate(std::string_view op, const Shape& shape, const Placemen
   check_global_layout(op, shape, placement, nd_sbp);
   const int64_t me = rank();
   if (!placement.contains(me)) return GlobalTensor<T>(shape, placement, nd_sbp, Tensor<T>());
+  note_op(placement.ranks(), std::make_shared<const OpIdentity>(std::string(op) + "(" + shape.to_string() + " " +
+                                                                std::string(to_string(dtype_of<T>)) + " " +
+                                                                nd_sbp.to_string() + ") on " + placement.to_string()));
   Box box = box_of(shape, placement, nd_sbp, me);
   Tensor<T> local(box.shape(), placement.device_type());
   T* out = local.data();

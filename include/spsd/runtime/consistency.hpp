@@ -1,0 +1,50 @@
+#pragma once
+// Cross-rank consistency (DESIGN.md 3.5): every rank of a placement must issue the same global
+// ops, in the same order, with the same metadata. Each op is folded into a running digest of
+// its rank set; ranks compare digests before the rank set communicates, so a diverging rank
+// gets spsd::Error instead of a mismatched collective and a hang.
+//
+// The environment variable SPSD_CHECK (read once per runtime, at the first note_op) selects:
+//   unset or "on": note every op, compare before the rank set communicates and after every
+//                  256 ops noted without a check;
+//   "op":          compare after every op (slow; names the exact op where ranks diverge);
+//   "off":         no checking at all: unsafe, a diverging rank then hangs or corrupts data
+//                  until the timeout. For measurements only.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace spsd::detail {
+
+// What one global op was: its description (op, attributes, input shapes, dtypes, layouts)
+// and a hash of that description. Built once per distinct op and shared (cached by dispatch).
+struct OpIdentity {
+  explicit OpIdentity(std::string description);
+  std::string description;
+  uint64_t hash;
+};
+
+// Folds op into the digest of the rank set (the calling rank must be one of ranks). Cheap: no
+// communication, unless SPSD_CHECK=op asks for a check after every op, or 256 ops were noted
+// on the rank set since its last check (then it checks: every rank reaches that point alike).
+void note_op(const std::vector<int64_t>& ranks, std::shared_ptr<const OpIdentity> op);
+
+// Collective over ranks: compares the ops noted since the last check. On a mismatch, throws
+// spsd::Error on every rank naming the first op that differs and which ranks issued what; a
+// rank that does not arrive within the timeout gives spsd::Error naming the missing ranks.
+// Returns at once when nothing was noted since the last check, or ranks has one member.
+// Runs on a communicator of its own (never matched with a data collective), and its traffic is
+// not counted in comm_stats(). After a mismatch the rank set starts afresh (ops are numbered
+// from 1 again), so a program that catches the error can go on.
+void check_ops(const std::vector<int64_t>& ranks);
+
+// SPSD_CHECK's modes; set_check_mode overrides the environment for the calling rank (tests).
+enum class CheckMode { kOn, kEveryOp, kOff };
+void set_check_mode(CheckMode mode);
+CheckMode check_mode();
+
+// The number of ops a rank set may note before note_op checks by itself.
+inline constexpr size_t kMaxPendingOps = 256;
+
+}  // namespace spsd::detail

@@ -1,0 +1,261 @@
+// The cross-rank consistency check (runtime/consistency.hpp, DESIGN.md 3.5, docs/communicators.md).
+// Per rank set and rank: a count of the ops noted, a running digest of (count, op hash), and the
+// ops noted since the last successful check. A check exchanges one fixed-size record per rank on
+// the rank set's check communicator; only when records differ do ranks exchange more (the
+// pending op hashes, then the descriptions of the first op that differs) to name the culprit.
+#include "spsd/runtime/consistency.hpp"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <map>
+#include <string_view>
+
+#include "context.hpp"
+#include "spsd/core/error.hpp"
+#include "spsd/core/shape.hpp"
+
+namespace spsd::detail {
+
+namespace {
+
+// splitmix64's finalizer: every input bit affects every output bit.
+uint64_t mix(uint64_t x) {
+  x += 0x9e3779b97f4a7c15ull;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+uint64_t hash_text(std::string_view text) {
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  return mix(h);
+}
+
+struct RankSetState {
+  uint64_t seq = 0;     // ops noted since the start, or since the last mismatch
+  uint64_t digest = 0;  // folds (seq, op hash) of each of them, in order
+  std::vector<std::shared_ptr<const OpIdentity>> pending;  // since the last successful check
+  Communicator* comm = nullptr;                             // the check communicator, once created
+
+  void reset() {
+    seq = 0;
+    digest = 0;
+    pending.clear();
+  }
+};
+
+// What ranks compare. Equal records mean equal op sequences (up to 64-bit hash collisions).
+struct Record {
+  uint64_t seq, digest, pending, last;
+  friend bool operator==(const Record&, const Record&) = default;
+};
+static_assert(sizeof(Record) == 4 * sizeof(int64_t));
+constexpr int64_t kRecordWords = 4;
+
+CheckMode mode_from_env() {
+  const char* v = std::getenv("SPSD_CHECK");
+  if (v == nullptr || std::string_view(v).empty() || std::string_view(v) == "on") return CheckMode::kOn;
+  if (std::string_view(v) == "op") return CheckMode::kEveryOp;
+  if (std::string_view(v) == "off") return CheckMode::kOff;
+  throw_error("SPSD_CHECK", "must be \"on\", \"op\" or \"off\", got \"", v, "\"");
+}
+
+}  // namespace
+
+struct ConsistencyTable {
+  CheckMode mode = CheckMode::kOn;
+  std::map<std::vector<int64_t>, RankSetState> sets;  // nodes never move: the cache below stays valid
+  const std::vector<int64_t>* last_key = nullptr;     // note_op's fast path: the previous rank set
+  RankSetState* last_state = nullptr;
+};
+
+namespace {
+
+ConsistencyTable& table(Context& ctx) {
+  if (!ctx.consistency) {
+    auto t = std::make_shared<ConsistencyTable>();
+    t->mode = mode_from_env();
+    ctx.consistency = std::move(t);
+  }
+  return *ctx.consistency;
+}
+
+RankSetState& state(Context& ctx, ConsistencyTable& t, const std::vector<int64_t>& ranks, const char* op) {
+  if (t.last_key != nullptr && *t.last_key == ranks) return *t.last_state;
+  auto it = t.sets.find(ranks);
+  if (it == t.sets.end()) {
+    // Checked once per rank set: the callers pass placements' ranks, so this never fails for them.
+    SPSD_CHECK(std::find(ranks.begin(), ranks.end(), ctx.rank) != ranks.end(), op, "rank ", ctx.rank,
+               " is not among the ranks ", join(ranks));
+    for (int64_t r : ranks)
+      SPSD_CHECK(r >= 0 && r < ctx.world_size, op, "ranks ", join(ranks), " name rank ", r, " but the world has ",
+                 ctx.world_size, " ranks");
+    it = t.sets.emplace(ranks, RankSetState{}).first;
+  }
+  t.last_key = &it->first;
+  t.last_state = &it->second;
+  return it->second;
+}
+
+Communicator& check_communicator(Context& ctx, RankSetState& s, const std::vector<int64_t>& ranks) {
+  if (s.comm) return *s.comm;
+  auto it = ctx.check_communicators.find(ranks);
+  if (it == ctx.check_communicators.end()) {
+    std::vector<int64_t> sorted = ranks;
+    std::sort(sorted.begin(), sorted.end());
+    SPSD_CHECK(std::adjacent_find(sorted.begin(), sorted.end()) == sorted.end(), "consistency check", "ranks ",
+               join(ranks), " name a rank more than once");
+    int64_t me = std::find(ranks.begin(), ranks.end(), ctx.rank) - ranks.begin();
+    it = ctx.check_communicators.emplace(ranks, ctx.backend->create_check(ranks, me, &ctx.check_stats)).first;
+  }
+  s.comm = it->second.get();
+  return *s.comm;
+}
+
+// Every member's record: one message to and from each other member. Point-to-point rather than
+// an all_gather, so that a timeout names the members whose record never came.
+std::vector<Record> exchange_records(Communicator& comm, const Record& mine) {
+  std::vector<Record> all(comm.size());
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  for (int64_t m = 0; m < comm.size(); ++m) {
+    if (m == comm.rank()) continue;
+    sends.push_back({m, &mine, kRecordWords});
+    recvs.push_back({m, &all[m], kRecordWords});
+  }
+  comm.send_recv(sends, recvs, DType::kInt64);
+  all[comm.rank()] = mine;
+  return all;
+}
+
+// Every member passes its own text and gets all of them, in member order.
+std::vector<std::string> all_gather_text(Communicator& comm, const std::string& mine) {
+  int64_t length = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths(comm.size()), words(comm.size());
+  comm.all_gather(&length, lengths.data(), 1, DType::kInt64);
+  for (int64_t m = 0; m < comm.size(); ++m) words[m] = (lengths[m] + 7) / 8;
+  std::vector<int64_t> packed(words[comm.rank()], 0), gathered;
+  std::memcpy(packed.data(), mine.data(), mine.size());
+  int64_t total = 0;
+  for (int64_t w : words) total += w;
+  gathered.resize(total);
+  comm.all_gather_v(packed.data(), gathered.data(), words, DType::kInt64);
+  std::vector<std::string> texts(comm.size());
+  std::vector<int64_t> offsets = displacements(words);
+  for (int64_t m = 0; m < comm.size(); ++m)
+    texts[m].assign(reinterpret_cast<const char*>(gathered.data() + offsets[m]), lengths[m]);
+  return texts;
+}
+
+// "ranks 0, 2, 3 issued add(...); rank 1 issued full(...)": members grouped by what they said.
+std::string group_by_text(const std::vector<int64_t>& ranks, const std::vector<std::string>& texts) {
+  std::vector<std::pair<std::string, std::vector<int64_t>>> groups;
+  for (size_t m = 0; m < texts.size(); ++m) {
+    auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& p) { return p.first == texts[m]; });
+    if (g == groups.end()) groups.push_back({texts[m], {ranks[m]}});
+    else g->second.push_back(ranks[m]);
+  }
+  std::string out;
+  for (const auto& [text, members] : groups) {
+    if (!out.empty()) out += "; ";
+    out += members.size() == 1 ? "rank " : "ranks ";
+    for (size_t i = 0; i < members.size(); ++i) out += (i ? ", " : "") + std::to_string(members[i]);
+    out += " issued " + text;
+  }
+  return out;
+}
+
+// Records differ. Every member holds the same records, so all take this path together and make
+// the same exchanges; every member throws the same message.
+[[noreturn]] void report_mismatch(Communicator& comm, const std::vector<int64_t>& ranks, RankSetState& s,
+                                  const std::vector<Record>& records) {
+  struct ResetAtExit {
+    RankSetState& s;
+    ~ResetAtExit() { s.reset(); }
+  } reset_at_exit{s};
+  const int64_t n = comm.size();
+  std::vector<int64_t> counts(n);
+  for (int64_t m = 0; m < n; ++m) counts[m] = static_cast<int64_t>(records[m].pending);
+  std::vector<int64_t> mine(s.pending.size());
+  for (size_t i = 0; i < s.pending.size(); ++i) mine[i] = static_cast<int64_t>(s.pending[i]->hash);
+  std::vector<int64_t> displs = displacements(counts);
+  std::vector<int64_t> hashes(displs.back() + counts.back());
+  comm.all_gather_v(mine.data(), hashes.data(), counts, DType::kInt64);
+
+  // The first pending index where some member has another op, or none.
+  const int64_t longest = *std::max_element(counts.begin(), counts.end());
+  int64_t first = -1;
+  for (int64_t i = 0; i < longest && first < 0; ++i)
+    for (int64_t m = 0; m < n; ++m)
+      if (i >= counts[m] || i >= counts[0] || hashes[displs[m] + i] != hashes[displs[0] + i]) {
+        first = i;
+        break;
+      }
+  if (first < 0) {
+    // Same recent ops, different history: ranks disagreed before the last check (a hash
+    // collision hid it then). Only the counts can be named.
+    std::vector<int64_t> seqs(n);
+    for (int64_t m = 0; m < n; ++m) seqs[m] = static_cast<int64_t>(records[m].seq);
+    throw_error("consistency check", "ranks ", join(ranks), " disagree on the global ops issued before the last ",
+                counts[0], ": they issued ", join(seqs), " ops in all, with different digests");
+  }
+  // Ops are numbered from 1 per rank set; members agreed up to the last check, so their bases match.
+  const uint64_t base = records[0].seq - records[0].pending;
+  std::string text = first < static_cast<int64_t>(s.pending.size())
+                         ? s.pending[first]->description
+                         : concat("<no op: this rank issued only ", s.seq, " ops>");
+  std::vector<std::string> texts = all_gather_text(comm, text);
+  throw_error("consistency check", "ranks disagree on global op #", base + first + 1, " on ranks ", join(ranks), ": ",
+              group_by_text(ranks, texts));
+}
+
+}  // namespace
+
+OpIdentity::OpIdentity(std::string d) : description(std::move(d)), hash(hash_text(description)) {}
+
+void set_check_mode(CheckMode mode) { table(context("set_check_mode")).mode = mode; }
+CheckMode check_mode() { return table(context("check_mode")).mode; }
+
+void note_op(const std::vector<int64_t>& ranks, std::shared_ptr<const OpIdentity> op) {
+  Context& ctx = context("note_op");
+  ConsistencyTable& t = table(ctx);
+  if (t.mode == CheckMode::kOff) return;
+  SPSD_CHECK(op != nullptr, "note_op", "the op identity is null");
+  RankSetState& s = state(ctx, t, ranks, "note_op");
+  ++s.seq;
+  s.digest = mix(s.digest ^ mix(op->hash + s.seq));
+  if (ranks.size() == 1) return;  // nobody to disagree with
+  s.pending.push_back(std::move(op));
+  if (t.mode == CheckMode::kEveryOp || s.pending.size() >= kMaxPendingOps) check_ops(ranks);
+}
+
+void check_ops(const std::vector<int64_t>& ranks) {
+  Context& ctx = context("check_ops");
+  ConsistencyTable& t = table(ctx);
+  if (t.mode == CheckMode::kOff) return;
+  RankSetState& s = state(ctx, t, ranks, "check_ops");
+  if (s.pending.empty() || ranks.size() == 1) return;
+  const Record mine{s.seq, s.digest, s.pending.size(), s.pending.back()->hash};
+  std::vector<Record> records;
+  try {
+    records = exchange_records(check_communicator(ctx, s, ranks), mine);
+  } catch (const Error& e) {
+    std::string last = s.pending.back()->description;
+    uint64_t seq = s.seq;
+    s.reset();
+    throw_error("consistency check", "ranks ", join(ranks), " could not compare their global ops (world rank ",
+                ctx.rank, " is at op #", seq, ", ", last, "): ", e.what());
+  }
+  if (std::all_of(records.begin(), records.end(), [&](const Record& r) { return r == mine; })) {
+    s.pending.clear();
+    return;
+  }
+  report_mismatch(*s.comm, ranks, s, records);
+}
+
+}  // namespace spsd::detail
