@@ -1,0 +1,143 @@
+#pragma once
+// The one path every global op takes: same placement, shape inference, signature resolution
+// (cached), the cross-rank check, boxing of the inputs, the local kernel on this rank's pieces,
+// and the output wrapped with the signature's output layout.
+//
+// An op is a type that declares
+//   static constexpr std::string_view name;
+//   static TensorMeta infer(std::span<const TensorMeta>, const OpAttrs&);
+//   static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&);
+//   template <Element T> static void kernel(const KernelArgs&);
+// and optionally `valid` and `attrs_text` (see OpSchema). Nothing else is needed.
+#include <concepts>
+#include <span>
+#include <type_traits>
+#include <vector>
+
+#include "spsd/op/resolve.hpp"
+#include "spsd/tensor/global_tensor.hpp"
+
+namespace spsd {
+
+// The scalar operand of scalar forms (add(x, 2.0f)); not part of the resolution cache key.
+struct Scalar {
+  double f = 0;
+  int64_t i = 0;
+  template <Element T>
+  static Scalar of(T v) {
+    return {static_cast<double>(v), std::is_integral_v<T> ? static_cast<int64_t>(v) : 0};
+  }
+  template <Element T>
+  T as() const {
+    if constexpr (std::is_integral_v<T>) return static_cast<T>(i);
+    else return static_cast<T>(f);
+  }
+};
+
+// One input's piece on this rank, as a kernel sees it.
+struct LocalInput {
+  const void* data;
+  Shape shape;               // of the piece
+  Box box;                   // the piece's place in the global tensor
+  const TensorMeta* global;  // the whole tensor's type
+  template <Element T>
+  const T* as() const { return static_cast<const T*>(data); }
+};
+
+struct KernelArgs {
+  const OpAttrs& attrs;
+  Scalar scalar;
+  std::span<const LocalInput> inputs;
+  void* out;
+  const Shape& out_shape;   // of this rank's output piece
+  const Box& out_box;
+  const TensorMeta& out_global;
+  const NdSignature& signature;
+  template <Element T>
+  const T* in(size_t i) const { return inputs[i].as<T>(); }
+  template <Element T>
+  T* out_as() const { return static_cast<T*>(out); }
+};
+
+template <class Op>
+concept GlobalOp = requires(std::span<const TensorMeta> metas, const OpAttrs& attrs) {
+  { Op::name } -> std::convertible_to<std::string_view>;
+  { Op::infer(metas, attrs) } -> std::same_as<TensorMeta>;
+  { Op::signatures(metas, attrs) } -> std::same_as<std::vector<Signature>>;
+};
+
+// The dtype-erased half of an op, built once per op type.
+template <GlobalOp Op>
+const OpSchema& op_schema() {
+  static const OpSchema schema = [] {
+    OpSchema s{Op::name, &Op::infer, &Op::signatures};
+    if constexpr (requires { &Op::valid; }) s.valid = &Op::valid;
+    if constexpr (requires { &Op::attrs_text; }) s.attrs_text = &Op::attrs_text;
+    return s;
+  }();
+  return schema;
+}
+
+namespace detail {
+
+// An input of an op, without its element type (no copies of shapes or placements).
+struct InputRef {
+  const Shape* shape;
+  DType dtype;
+  const Placement* placement;
+  const NdSbp* nd_sbp;
+  const std::shared_ptr<Storage>* local;
+};
+
+template <Element T>
+InputRef input_ref(const GlobalTensor<T>& t) {
+  return {&t.shape(), dtype_of<T>, &t.placement(), &t.nd_sbp(), &t.to_local().storage()};
+}
+
+// What the kernel needs after the dtype-erased steps (src/op/dispatch.cpp).
+struct Prepared {
+  std::shared_ptr<const Resolution> resolution;
+  std::vector<std::shared_ptr<Storage>> locals;  // inputs' pieces in the chosen layouts
+  bool participates = false;                     // this rank is in the placement
+  std::vector<int64_t> coords;                   // this rank's mesh coordinates
+};
+
+// Checks the inputs share one placement, resolves (cached), notes the op for the cross-rank
+// check (checking first when the op communicates), boxes the inputs, logs under SPSD_LOG=dispatch.
+Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs);
+
+template <GlobalOp Op, Element T>
+GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = {}, Scalar scalar = {}) {
+  Prepared p = prepare_op(op_schema<Op>(), attrs, inputs);
+  const Resolution& r = *p.resolution;
+  const NdSignature& sig = r.signature();
+  SPSD_CHECK(r.output.dtype == dtype_of<T>, Op::name, "infers output dtype ", r.output.dtype, " but runs on ",
+             dtype_of<T>);
+  if (!p.participates) return GlobalTensor<T>(r.output.shape, r.placement, sig.output, Tensor<T>());
+  const Shape& mesh = r.placement.mesh();
+  std::vector<LocalInput> locals;
+  locals.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    Box box = box_at(r.inputs[i].shape, mesh, sig.inputs[i], p.coords);
+    Shape shape = box.shape();
+    locals.push_back({p.locals[i]->data(), std::move(shape), std::move(box), &r.inputs[i]});
+  }
+  Box out_box = box_at(r.output.shape, mesh, sig.output, p.coords);
+  Shape out_shape = out_box.shape();
+  Tensor<T> out(out_shape, Storage::allocate_uninitialized(out_shape.numel() * static_cast<int64_t>(sizeof(T)),
+                                                           r.placement.device_type()));
+  KernelArgs args{attrs, scalar, locals, out.data(), out_shape, out_box, r.output, sig};
+  Op::template kernel<T>(args);
+  return GlobalTensor<T>(r.output.shape, r.placement, sig.output, std::move(out));
+}
+
+// The common case: inputs of one element type.
+template <GlobalOp Op, Element T, class... Rest>
+GlobalTensor<T> apply(const OpAttrs& attrs, Scalar scalar, const GlobalTensor<T>& first, const Rest&... rest) {
+  const InputRef refs[] = {input_ref(first), input_ref(rest)...};
+  return run_op<Op, T>(refs, attrs, scalar);
+}
+
+}  // namespace detail
+
+}  // namespace spsd

@@ -1,0 +1,222 @@
+#pragma once
+// Element-wise global ops: binary with numpy broadcasting (add, sub, mul, div), their scalar
+// forms, and unary functions. Partial rules follow from the math:
+//   linear:      P(sum) + P(sum), P(sum) * B, P(sum) / B, -P(sum), P(sum) * s  -> P(sum)
+//   monotone f:  f(P(max)) = P(max) for relu, exp, tanh, sigmoid; -P(max) = P(min) (floats)
+//   shift:       P(max) + B = P(max), B - P(max) = P(min) (floats: adding to the identity
+//                -inf-like padding stays below every real value)
+#include <concepts>
+#include <string_view>
+
+#include "spsd/kernel/cpu/elementwise.hpp"
+#include "spsd/op/broadcast.hpp"
+#include "spsd/op/dispatch.hpp"
+
+namespace spsd {
+
+namespace detail {
+
+using kernel::cpu::BinaryOp;
+using kernel::cpu::UnaryOp;
+
+inline bool is_floating(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+
+inline const Sbp& partial_of(ReduceOp op) {
+  return op == ReduceOp::kSum ? sbp::partial_sum : op == ReduceOp::kMax ? sbp::partial_max : sbp::partial_min;
+}
+inline const Sbp& mirrored(const Sbp& s) { return s == sbp::partial_max ? sbp::partial_min : sbp::partial_max; }
+
+template <BinaryOp K>
+struct BinaryDef {
+  static constexpr std::string_view name = kernel::cpu::to_string(K);
+
+  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) {
+    SPSD_CHECK(in[0].dtype == in[1].dtype, name, "dtypes differ: ", in[0].dtype, " and ", in[1].dtype);
+    return {broadcast_shapes(name, in[0].shape, in[1].shape), in[0].dtype};
+  }
+
+  static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs& attrs) {
+    std::vector<Signature> t = broadcast_split_signatures(in, infer(in, attrs).shape);
+    const Sbp &P = sbp::partial_sum, &B = sbp::broadcast;
+    if constexpr (K == BinaryOp::kAdd || K == BinaryOp::kSub) t.push_back({{P, P}, P});
+    if constexpr (K == BinaryOp::kMul) t.insert(t.end(), {{{P, B}, P}, {{B, P}, P}});
+    // (a0 + a1) / b == a0 / b + a1 / b holds only where division is exact-ish: not for integers.
+    if constexpr (K == BinaryOp::kDiv) {
+      if (is_floating(in[0].dtype)) t.push_back({{P, B}, P});
+    }
+    if constexpr (K == BinaryOp::kAdd || K == BinaryOp::kSub) {
+      if (is_floating(in[0].dtype)) {
+        for (const Sbp& M : {sbp::partial_max, sbp::partial_min}) {
+          t.push_back({{M, B}, M});
+          t.push_back({{B, M}, K == BinaryOp::kAdd ? M : mirrored(M)});
+        }
+      }
+    }
+    t.push_back(uniform_signature(2, B));
+    return t;
+  }
+
+  template <Element T>
+  static void kernel(const KernelArgs& k) {
+    kernel::cpu::binary<T>(K, k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape, k.out_as<T>(),
+                           k.out_shape);
+  }
+};
+
+// x op s (or s op x when ScalarFirst).
+template <BinaryOp K, bool ScalarFirst>
+struct ScalarDef {
+  static constexpr std::string_view name = ScalarFirst ? (K == BinaryOp::kSub   ? "rsub_scalar"
+                                                          : K == BinaryOp::kDiv ? "rdiv_scalar"
+                                                                                : kernel::cpu::to_string(K))
+                                                       : (K == BinaryOp::kAdd   ? "add_scalar"
+                                                          : K == BinaryOp::kSub ? "sub_scalar"
+                                                          : K == BinaryOp::kMul ? "mul_scalar"
+                                                                                : "div_scalar");
+
+  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) { return in[0]; }
+
+  static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs&) {
+    std::vector<Signature> t;
+    for (int64_t d = 0; d < in[0].shape.ndim(); ++d) t.push_back(uniform_signature(1, sbp::split(d)));
+    // Integer division truncates each partial separately, so only mul keeps P(sum) for integers.
+    constexpr bool linear = K == BinaryOp::kMul || (K == BinaryOp::kDiv && !ScalarFirst);
+    if constexpr (linear) {
+      if (K == BinaryOp::kMul || is_floating(in[0].dtype)) t.push_back(uniform_signature(1, sbp::partial_sum));
+    }
+    if constexpr (K == BinaryOp::kAdd || K == BinaryOp::kSub) {
+      if (is_floating(in[0].dtype)) {
+        for (const Sbp& M : {sbp::partial_max, sbp::partial_min})
+          t.push_back({{M}, K == BinaryOp::kSub && ScalarFirst ? mirrored(M) : M});
+      }
+    }
+    t.push_back(uniform_signature(1, sbp::broadcast));
+    return t;
+  }
+
+  template <Element T>
+  static void kernel(const KernelArgs& k) {
+    kernel::cpu::binary_scalar<T>(K, k.in<T>(0), k.scalar.as<T>(), k.out_as<T>(), k.out_shape.numel(), ScalarFirst);
+  }
+};
+
+template <UnaryOp K>
+struct UnaryDef {
+  static constexpr std::string_view name = kernel::cpu::to_string(K);
+
+  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) {
+    SPSD_CHECK(kernel::cpu::unary_supports(K, in[0].dtype), name, "is not defined for ", in[0].dtype, " tensors");
+    return in[0];
+  }
+
+  static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs&) {
+    std::vector<Signature> t;
+    for (int64_t d = 0; d < in[0].shape.ndim(); ++d) t.push_back(uniform_signature(1, sbp::split(d)));
+    if constexpr (K == UnaryOp::kNeg) {
+      t.push_back(uniform_signature(1, sbp::partial_sum));
+      if (is_floating(in[0].dtype))
+        t.insert(t.end(), {{{sbp::partial_max}, sbp::partial_min}, {{sbp::partial_min}, sbp::partial_max}});
+    }
+    // Non-decreasing and defined everywhere (the identity padding included).
+    constexpr bool monotone = K == UnaryOp::kRelu || K == UnaryOp::kExp || K == UnaryOp::kTanh || K == UnaryOp::kSigmoid;
+    if constexpr (monotone)
+      t.insert(t.end(), {uniform_signature(1, sbp::partial_max), uniform_signature(1, sbp::partial_min)});
+    t.push_back(uniform_signature(1, sbp::broadcast));
+    return t;
+  }
+
+  template <Element T>
+  static void kernel(const KernelArgs& k) {
+    kernel::cpu::unary<T>(K, k.in<T>(0), k.out_as<T>(), k.out_shape.numel());
+  }
+};
+
+}  // namespace detail
+
+template <Element T>
+GlobalTensor<T> add(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
+  return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kAdd>>({}, {}, a, b);
+}
+template <Element T>
+GlobalTensor<T> sub(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
+  return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kSub>>({}, {}, a, b);
+}
+template <Element T>
+GlobalTensor<T> mul(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
+  return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kMul>>({}, {}, a, b);
+}
+template <Element T>
+GlobalTensor<T> div(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
+  return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kDiv>>({}, {}, a, b);
+}
+
+// Scalar forms: x op s, and s op x for the non-commutative ones.
+template <Element T>
+GlobalTensor<T> add(const GlobalTensor<T>& x, std::type_identity_t<T> s) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kAdd, false>>({}, Scalar::of<T>(s), x);
+}
+template <Element T>
+GlobalTensor<T> sub(const GlobalTensor<T>& x, std::type_identity_t<T> s) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kSub, false>>({}, Scalar::of<T>(s), x);
+}
+template <Element T>
+GlobalTensor<T> mul(const GlobalTensor<T>& x, std::type_identity_t<T> s) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kMul, false>>({}, Scalar::of<T>(s), x);
+}
+template <Element T>
+GlobalTensor<T> div(const GlobalTensor<T>& x, std::type_identity_t<T> s) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kDiv, false>>({}, Scalar::of<T>(s), x);
+}
+template <Element T>
+GlobalTensor<T> sub(std::type_identity_t<T> s, const GlobalTensor<T>& x) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kSub, true>>({}, Scalar::of<T>(s), x);
+}
+template <Element T>
+GlobalTensor<T> div(std::type_identity_t<T> s, const GlobalTensor<T>& x) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kDiv, true>>({}, Scalar::of<T>(s), x);
+}
+
+#define SPSD_UNARY_OP(fn, kind)                                             \
+  template <Element T>                                                      \
+  GlobalTensor<T> fn(const GlobalTensor<T>& x) {                            \
+    return detail::apply<detail::UnaryDef<kernel::cpu::UnaryOp::kind>>({}, {}, x); \
+  }
+SPSD_UNARY_OP(neg, kNeg)
+SPSD_UNARY_OP(relu, kRelu)
+SPSD_UNARY_OP(gelu, kGelu)
+SPSD_UNARY_OP(exp, kExp)
+SPSD_UNARY_OP(log, kLog)
+SPSD_UNARY_OP(tanh, kTanh)
+SPSD_UNARY_OP(sigmoid, kSigmoid)
+SPSD_UNARY_OP(sqrt, kSqrt)
+SPSD_UNARY_OP(abs, kAbs)
+#undef SPSD_UNARY_OP
+
+template <Element T>
+GlobalTensor<T> operator+(const GlobalTensor<T>& a, const GlobalTensor<T>& b) { return add(a, b); }
+template <Element T>
+GlobalTensor<T> operator-(const GlobalTensor<T>& a, const GlobalTensor<T>& b) { return sub(a, b); }
+template <Element T>
+GlobalTensor<T> operator*(const GlobalTensor<T>& a, const GlobalTensor<T>& b) { return mul(a, b); }
+template <Element T>
+GlobalTensor<T> operator/(const GlobalTensor<T>& a, const GlobalTensor<T>& b) { return div(a, b); }
+template <Element T>
+GlobalTensor<T> operator-(const GlobalTensor<T>& x) { return neg(x); }
+template <Element T>
+GlobalTensor<T> operator+(const GlobalTensor<T>& x, std::type_identity_t<T> s) { return add(x, s); }
+template <Element T>
+GlobalTensor<T> operator+(std::type_identity_t<T> s, const GlobalTensor<T>& x) { return add(x, s); }
+template <Element T>
+GlobalTensor<T> operator-(const GlobalTensor<T>& x, std::type_identity_t<T> s) { return sub(x, s); }
+template <Element T>
+GlobalTensor<T> operator-(std::type_identity_t<T> s, const GlobalTensor<T>& x) { return sub(s, x); }
+template <Element T>
+GlobalTensor<T> operator*(const GlobalTensor<T>& x, std::type_identity_t<T> s) { return mul(x, s); }
+template <Element T>
+GlobalTensor<T> operator*(std::type_identity_t<T> s, const GlobalTensor<T>& x) { return mul(x, s); }
+template <Element T>
+GlobalTensor<T> operator/(const GlobalTensor<T>& x, std::type_identity_t<T> s) { return div(x, s); }
+template <Element T>
+GlobalTensor<T> operator/(std::type_identity_t<T> s, const GlobalTensor<T>& x) { return div(s, x); }
+
+}  // namespace spsd

@@ -1,0 +1,137 @@
+#pragma once
+// Gathers by int64 indices: embedding (rows of a table) and pick (one element per row).
+//
+// embedding(weight (V, E), indices (...)) -> (..., E): out[..., :] = weight[indices[...], :],
+// weight floating, indices any shape (0-d included). 1-d signature table (weight, indices):
+//   (B, S(i))     -> S(i)        data parallel, for every axis i of indices
+//   (S(0), B)     -> P(sum)      vocabulary parallel: each rank gathers the rows it holds
+//                                (weight piece rows [box.begin[0], box.end[0])), zeros elsewhere
+//   (S(1), B)     -> S(last)     embedding-dim parallel: each rank gathers its columns
+//   (P(sum), B)   -> P(sum)      a gather is linear in the weight
+//   (P(max), B)   -> P(max)      and commutes with max and min (it only selects elements)
+//   (P(min), B)   -> P(min)
+//   (B, B)        -> B
+//
+// pick(x (N, C), labels (N)) -> (N): out[i] = x[i, labels[i]], x floating. Table (x, labels):
+//   (S(0), S(0))  -> S(0)        batch parallel
+//   (S(1), B)     -> P(sum)      class parallel: the rank holding column labels[i] gives it,
+//                                the others 0
+//   (P(sum), B)   -> P(sum)      linear in x
+//   (P(max), B)   -> P(max)      selection commutes with max and min
+//   (P(min), B)   -> P(min)
+//   (B, B)        -> B
+//
+// Out-of-range indices (outside [0, V) for embedding, [0, C) for pick) are DATA, not metadata:
+// only the ranks that hold them see them, so an Error on those ranks alone would leave the
+// others waiting in the next collective. Instead the output element (the whole row of E values
+// for embedding) is NaN: it is written as NaN by the ranks whose weight (x) piece starts at row
+// (column) 0, and as 0 by the others, so every layout of the result reduces to NaN there: for a
+// P(sum) output one NaN is added; for P(max)/P(min) (whose inputs are not split) every rank of
+// the group writes NaN. Check indices beforehand (e.g. with max/min of the indices) when NaN is not wanted.
+#include <limits>
+
+#include "spsd/kernel/cpu/index.hpp"
+#include "spsd/op/dispatch.hpp"
+
+namespace spsd {
+
+namespace detail {
+
+inline bool is_floating_index_dtype(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+
+struct EmbeddingDef {
+  static constexpr std::string_view name = "embedding";
+
+  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) {
+    const TensorMeta &w = in[0], &idx = in[1];
+    SPSD_CHECK(w.shape.ndim() == 2, name, "weight must be a matrix (V, E), weight is ", w.shape, ", indices are ",
+               idx.shape);
+    SPSD_CHECK(is_floating_index_dtype(w.dtype), name, "weight must be floating, weight is ", w.dtype);
+    SPSD_CHECK(idx.dtype == DType::kInt64, name, "indices must be int64, indices are ", idx.dtype);
+    std::vector<int64_t> dims = idx.shape.dims();
+    dims.push_back(w.shape[1]);
+    return {Shape(std::move(dims)), w.dtype};
+  }
+
+  static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs&) {
+    const Sbp &B = sbp::broadcast, &P = sbp::partial_sum;
+    const int64_t ni = in[1].shape.ndim();
+    std::vector<Signature> t;
+    for (int64_t i = 0; i < ni; ++i) t.push_back({{B, sbp::split(i)}, sbp::split(i)});
+    t.push_back({{sbp::split(0), B}, P});
+    t.push_back({{sbp::split(1), B}, sbp::split(ni)});
+    t.push_back({{P, B}, P});
+    t.push_back({{sbp::partial_max, B}, sbp::partial_max});
+    t.push_back({{sbp::partial_min, B}, sbp::partial_min});
+    t.push_back({{B, B}, B});
+    return t;
+  }
+
+  template <Element T>
+  static void kernel(const KernelArgs& k) {
+    const LocalInput &w = k.inputs[0], &idx = k.inputs[1];
+    const int64_t rows = w.shape[0], dim = w.shape[1], row_begin = w.box.begin[0];
+    const int64_t n = idx.shape.numel();
+    const int64_t* indices = idx.as<int64_t>();
+    T* out = k.out_as<T>();
+    kernel::cpu::embedding<T>(w.as<T>(), row_begin, rows, dim, indices, n, out);
+    if (row_begin != 0) return;
+    const int64_t V = w.global->shape[0];
+    for (int64_t i = 0; i < n; ++i)
+      if (indices[i] < 0 || indices[i] >= V)
+        for (int64_t j = 0; j < dim; ++j) out[i * dim + j] = std::numeric_limits<T>::quiet_NaN();
+  }
+};
+
+struct PickDef {
+  static constexpr std::string_view name = "pick";
+
+  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) {
+    const TensorMeta &x = in[0], &labels = in[1];
+    SPSD_CHECK(x.shape.ndim() == 2 && labels.shape.ndim() == 1 && x.shape[0] == labels.shape[0], name,
+               "needs x (N, C) and labels (N), x is ", x.shape, ", labels are ", labels.shape);
+    SPSD_CHECK(is_floating_index_dtype(x.dtype), name, "x must be floating, x is ", x.dtype);
+    SPSD_CHECK(labels.dtype == DType::kInt64, name, "labels must be int64, labels are ", labels.dtype);
+    return {labels.shape, x.dtype};
+  }
+
+  static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&) {
+    const Sbp &B = sbp::broadcast, &P = sbp::partial_sum;
+    const Sbp &Mx = sbp::partial_max, &Mn = sbp::partial_min;
+    return {{{sbp::split(0), sbp::split(0)}, sbp::split(0)},
+            {{sbp::split(1), B}, P},
+            {{P, B}, P},
+            {{Mx, B}, Mx},
+            {{Mn, B}, Mn},
+            {{B, B}, B}};
+  }
+
+  template <Element T>
+  static void kernel(const KernelArgs& k) {
+    const LocalInput &x = k.inputs[0], &lab = k.inputs[1];
+    const int64_t n = x.shape[0], c = x.shape[1], c_begin = x.box.begin[1];
+    const int64_t* labels = lab.as<int64_t>();
+    T* out = k.out_as<T>();
+    kernel::cpu::pick<T>(x.as<T>(), n, c_begin, c, labels, out);
+    if (c_begin != 0) return;
+    const int64_t C = x.global->shape[1];
+    for (int64_t i = 0; i < n; ++i)
+      if (labels[i] < 0 || labels[i] >= C) out[i] = std::numeric_limits<T>::quiet_NaN();
+  }
+};
+
+}  // namespace detail
+
+template <Element T>
+GlobalTensor<T> embedding(const GlobalTensor<T>& weight, const GlobalTensor<int64_t>& indices) {
+  const detail::InputRef refs[] = {detail::input_ref(weight), detail::input_ref(indices)};
+  return detail::run_op<detail::EmbeddingDef, T>(refs);
+}
+
+template <Element T>
+GlobalTensor<T> pick(const GlobalTensor<T>& x, const GlobalTensor<int64_t>& labels) {
+  const detail::InputRef refs[] = {detail::input_ref(x), detail::input_ref(labels)};
+  return detail::run_op<detail::PickDef, T>(refs);
+}
+
+}  // namespace spsd

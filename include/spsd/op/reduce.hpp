@@ -1,0 +1,158 @@
+#pragma once
+// Reductions over axes: sum, mean, max, min (x, axes, keepdim = false).
+//
+// axes: empty means every axis; negative axes count from the end; a repeated or out-of-range
+// axis is an spsd::Error naming the op, the axis and the shape. Reducing every axis gives a
+// 0-d tensor (shape ()), or (1, ..., 1) with keepdim. mean is for floating types only.
+//
+// Attributes (the resolution cache key): [keepdim, axes...], axes sorted and non-negative.
+//
+// 1-d signature table, per tensor axis d of x (out(d): d's position in the output):
+//   kept axis     S(d) -> S(out(d))
+//   reduced axis  S(d) -> P(sum) for sum and mean, P(max) for max, P(min) for min
+//   P(sum) -> P(sum)   for sum and mean (both linear)
+//   P(max) -> P(max)   for max;   P(min) -> P(min)   for min
+//   B -> B
+// Every rule is exact under identity padding and for lopsided partial values: a rank whose
+// piece of a reduced split axis is empty reduces to the op's identity, and a reduction of
+// partial pieces commutes with the reduction across ranks for the same op. mean on a P(sum)
+// or reduced split axis divides each rank's partial sum by the GLOBAL count of reduced
+// elements (from the global shape, not the local piece), so the partial sums add up to the
+// mean. The mean of zero elements is NaN (0 / 0), as in numpy.
+#include <algorithm>
+#include <string>
+#include <vector>
+
+#include "spsd/kernel/cpu/reduce.hpp"
+#include "spsd/op/dispatch.hpp"
+
+namespace spsd {
+
+namespace detail {
+
+// The axes of an op's `axes` argument, checked, made non-negative and sorted; empty -> all.
+inline std::vector<int64_t> normalize_axes(std::string_view op, const Shape& shape, const std::vector<int64_t>& axes) {
+  const int64_t n = shape.ndim();
+  std::vector<int64_t> out;
+  if (axes.empty()) {
+    for (int64_t d = 0; d < n; ++d) out.push_back(d);
+    return out;
+  }
+  for (int64_t a : axes) {
+    SPSD_CHECK(a >= -n && a < n, op, "axis ", a, " is out of range for a tensor of shape ", shape, " (axes ",
+               join(axes), ")");
+    const int64_t d = a < 0 ? a + n : a;
+    SPSD_CHECK(std::find(out.begin(), out.end(), d) == out.end(), op, "axis ", a, " is repeated in axes ",
+               join(axes), " for a tensor of shape ", shape);
+    out.push_back(d);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+inline bool is_floating_dtype(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+
+inline const Sbp& partial_sbp_of(ReduceOp op) {
+  return op == ReduceOp::kSum ? sbp::partial_sum : op == ReduceOp::kMax ? sbp::partial_max : sbp::partial_min;
+}
+
+template <ReduceOp R, bool Mean>
+struct ReduceDef {
+  static_assert(!Mean || R == ReduceOp::kSum, "mean is a scaled sum");
+  static constexpr std::string_view name = Mean                 ? "mean"
+                                           : R == ReduceOp::kSum ? "sum"
+                                           : R == ReduceOp::kMax ? "max"
+                                                                 : "min";
+
+  // attrs = [keepdim, axes...]
+  static std::vector<int64_t> axes_of(const OpAttrs& attrs) { return {attrs.begin() + 1, attrs.end()}; }
+  static bool keepdim_of(const OpAttrs& attrs) { return attrs.at(0) != 0; }
+
+  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs& attrs) {
+    const Shape& x = in[0].shape;
+    SPSD_CHECK(!attrs.empty(), name, "attributes must be [keepdim, axes...]");
+    if constexpr (Mean)
+      SPSD_CHECK(is_floating_dtype(in[0].dtype), name, "is defined for floating tensors only, x is ", in[0].dtype,
+                 " of shape ", x);
+    const std::vector<int64_t> axes = axes_of(attrs);
+    for (size_t i = 0; i < axes.size(); ++i)
+      SPSD_CHECK(axes[i] >= 0 && axes[i] < x.ndim() && (i == 0 || axes[i - 1] < axes[i]), name,
+                 "axes ", join(axes), " must be sorted, distinct and within a tensor of shape ", x);
+    return {out_shape(x, axes, keepdim_of(attrs)), in[0].dtype};
+  }
+
+  static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs& attrs) {
+    const int64_t n = in[0].shape.ndim();
+    const std::vector<int64_t> axes = axes_of(attrs);
+    const bool keepdim = keepdim_of(attrs);
+    std::vector<Signature> t;
+    int64_t pos = 0;  // output position of the next kept axis
+    for (int64_t d = 0; d < n; ++d) {
+      const bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+      if (!reduced) t.push_back({{sbp::split(d)}, sbp::split(pos)});
+      else t.push_back({{sbp::split(d)}, partial_sbp_of(R)});
+      if (!reduced || keepdim) ++pos;
+    }
+    t.push_back(uniform_signature(1, partial_sbp_of(R)));
+    t.push_back(uniform_signature(1, sbp::broadcast));
+    return t;
+  }
+
+  static std::string attrs_text(const OpAttrs& attrs) {
+    return "axes=" + join(axes_of(attrs)) + ", keepdim=" + (keepdim_of(attrs) ? "true" : "false");
+  }
+
+  template <Element T>
+  static void kernel(const KernelArgs& k) {
+    const std::vector<int64_t> axes = axes_of(k.attrs);
+    const T* x = k.in<T>(0);
+    T* out = k.out_as<T>();
+    kernel::cpu::reduce<T>(R, x, k.inputs[0].shape, std::span<const int64_t>(axes), out);
+    if constexpr (Mean) {
+      if constexpr (std::is_floating_point_v<T>) {
+        int64_t count = 1;
+        for (int64_t a : axes) count *= k.inputs[0].global->shape[a];
+        // count 0: factor inf, and 0 * inf = NaN, the mean of nothing.
+        kernel::cpu::scale<T>(out, k.out_shape.numel(), T(1) / static_cast<T>(count));
+      }
+    }
+  }
+
+  static Shape out_shape(const Shape& x, const std::vector<int64_t>& axes, bool keepdim) {
+    std::vector<int64_t> dims;
+    for (int64_t d = 0; d < x.ndim(); ++d) {
+      const bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
+      if (!reduced) dims.push_back(x[d]);
+      else if (keepdim) dims.push_back(1);
+    }
+    return Shape(std::move(dims));
+  }
+};
+
+template <class Def, Element T>
+GlobalTensor<T> reduce_op(const GlobalTensor<T>& x, const std::vector<int64_t>& axes, bool keepdim) {
+  OpAttrs attrs{keepdim ? 1 : 0};
+  for (int64_t a : normalize_axes(Def::name, x.shape(), axes)) attrs.push_back(a);
+  return apply<Def>(attrs, {}, x);
+}
+
+}  // namespace detail
+
+template <Element T>
+GlobalTensor<T> sum(const GlobalTensor<T>& x, std::vector<int64_t> axes = {}, bool keepdim = false) {
+  return detail::reduce_op<detail::ReduceDef<ReduceOp::kSum, false>>(x, axes, keepdim);
+}
+template <Element T>
+GlobalTensor<T> mean(const GlobalTensor<T>& x, std::vector<int64_t> axes = {}, bool keepdim = false) {
+  return detail::reduce_op<detail::ReduceDef<ReduceOp::kSum, true>>(x, axes, keepdim);
+}
+template <Element T>
+GlobalTensor<T> max(const GlobalTensor<T>& x, std::vector<int64_t> axes = {}, bool keepdim = false) {
+  return detail::reduce_op<detail::ReduceDef<ReduceOp::kMax, false>>(x, axes, keepdim);
+}
+template <Element T>
+GlobalTensor<T> min(const GlobalTensor<T>& x, std::vector<int64_t> axes = {}, bool keepdim = false) {
+  return detail::reduce_op<detail::ReduceDef<ReduceOp::kMin, false>>(x, axes, keepdim);
+}
+
+}  // namespace spsd

@@ -1,0 +1,41 @@
+// The dtype-erased steps of the dispatch path (op/dispatch.hpp).
+#include "spsd/op/dispatch.hpp"
+
+#include "spsd/boxing/planner.hpp"
+#include "spsd/runtime/consistency.hpp"
+#include "spsd/runtime/log.hpp"
+
+namespace spsd::detail {
+
+Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs) {
+  SPSD_CHECK(!inputs.empty(), op.name, "needs at least one input");
+  const Placement& placement = *inputs[0].placement;
+  for (size_t i = 1; i < inputs.size(); ++i)
+    SPSD_CHECK(*inputs[i].placement == placement, op.name, "inputs must share one placement: input 0 is on ",
+               placement, ", input ", i, " is on ", *inputs[i].placement, " (move one with to_global first)");
+
+  std::vector<ResolveInput> refs;
+  refs.reserve(inputs.size());
+  for (const InputRef& in : inputs) refs.push_back({in.shape, in.dtype, in.nd_sbp});
+  Prepared p;
+  p.resolution = resolve(op, attrs, placement, refs);
+  const Resolution& r = *p.resolution;
+
+  const int64_t me = rank();
+  p.participates = placement.contains(me);
+  if (!p.participates) return p;
+  p.coords = placement.coords(me);
+  if (log_enabled("dispatch") && me == placement.ranks().front()) log_line("dispatch", r.to_string());
+  note_op(placement.ranks(), r.identity);
+  if (r.communicates()) check_ops(placement.ranks());
+
+  p.locals.reserve(inputs.size());
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    const std::shared_ptr<Storage>& local = *inputs[i].local;
+    SPSD_CHECK(local != nullptr, op.name, "input ", i, " holds no data on rank ", me, ", which is in ", placement);
+    p.locals.push_back(r.plans[i] ? run_plan(*r.plans[i], local) : local);
+  }
+  return p;
+}
+
+}  // namespace spsd::detail
