@@ -17,24 +17,14 @@
 #include <unistd.h>
 
 #include "print_by_rank.hpp"
+#include "reference.hpp"
 
 using namespace spsd;
 using examples::print_by_rank;
+using examples::reference_matmul;
 using examples::print_once;
 
 namespace {
-
-std::vector<float> reference_matmul(const std::vector<float>& a, const std::vector<float>& b, int64_t m, int64_t k,
-                                    int64_t n) {
-  std::vector<float> c(m * n);
-  for (int64_t i = 0; i < m; ++i)
-    for (int64_t j = 0; j < n; ++j) {
-      double s = 0;
-      for (int64_t l = 0; l < k; ++l) s += static_cast<double>(a[i * k + l]) * b[l * n + j];
-      c[i * n + j] = static_cast<float>(s);
-    }
-  return c;
-}
 
 // The whole of randn(shape, seed), made on this rank alone (randn's values do not depend on the layout).
 std::vector<float> host_randn(const Shape& shape, uint64_t seed) {

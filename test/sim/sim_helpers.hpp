@@ -9,6 +9,13 @@
 
 namespace spsd_test {
 
+// The ranks 0 .. mesh.numel()-1, row-major, as a cpu placement with this mesh.
+inline spsd::Placement mesh_placement(const spsd::Shape& mesh) {
+  std::vector<int64_t> ranks(mesh.numel());
+  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int64_t>(i);
+  return spsd::Placement("cpu", ranks, mesh);
+}
+
 // Runs f on n simulated ranks, each recording into its own Failures; returns them merged.
 inline Failures on_simulated_ranks(int n, const std::function<void(Failures&)>& f) {
   std::vector<Failures> per_rank(n);

@@ -12,14 +12,9 @@
 
 using namespace spsd;
 using spsd_test::Failures;
+using spsd_test::mesh_placement;
 
 namespace {
-
-Placement mesh_placement(const Shape& mesh) {
-  std::vector<int64_t> ranks(mesh.numel());
-  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int64_t>(i);
-  return Placement("cpu", ranks, mesh);
-}
 
 void run_suite_on(const Shape& mesh, const spsd_test::OpSuiteOptions& options) {
   Placement p = mesh_placement(mesh);

@@ -22,16 +22,11 @@
 
 using namespace spsd;
 using spsd_test::Failures;
+using spsd_test::mesh_placement;
 
 namespace {
 
 const std::vector<Shape> kMeshes = {Shape{1}, Shape{2}, Shape{3}, Shape{4}, Shape{2, 2}};
-
-Placement placement_of(const Shape& mesh) {
-  std::vector<int64_t> ranks(mesh.numel());
-  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int64_t>(i);
-  return Placement("cpu", ranks, mesh);
-}
 
 std::vector<NdSbp> layouts_of(const Placement& p, int64_t ndim) {
   return spsd_test::all_nd_sbps(p.mesh().ndim(), ndim);
@@ -41,7 +36,7 @@ std::vector<NdSbp> layouts_of(const Placement& p, int64_t ndim) {
 void on_meshes(const std::string& what, const std::function<void(const Placement&, Failures&)>& body) {
   for (const Shape& mesh : kMeshes) {
     Failures f = spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()),
-                                               [&](Failures& mine) { body(placement_of(mesh), mine); });
+                                               [&](Failures& mine) { body(mesh_placement(mesh), mine); });
     INFO(what << " on mesh " << mesh << "\n" << f.report());
     CHECK(f.empty());
   }

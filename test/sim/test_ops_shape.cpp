@@ -13,36 +13,14 @@
 
 #include <spsd/op/shape_ops.hpp>
 
+#include "boxing_suite.hpp"
 #include "sim_helpers.hpp"
 
 using namespace spsd;
 using spsd_test::Failures;
+using spsd_test::mesh_placement;
 
 namespace {
-
-Placement mesh_placement(const Shape& mesh) {
-  std::vector<int64_t> ranks(mesh.numel());
-  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = static_cast<int64_t>(i);
-  return Placement("cpu", ranks, mesh);
-}
-
-// Every NdSbp of a mesh with mesh_ndim axes for a tensor with tensor_ndim axes.
-std::vector<NdSbp> all_layouts(int64_t mesh_ndim, int64_t tensor_ndim) {
-  std::vector<Sbp> one;
-  for (int64_t d = 0; d < tensor_ndim; ++d) one.push_back(sbp::split(d));
-  one.insert(one.end(), {sbp::broadcast, sbp::partial_sum, sbp::partial_max, sbp::partial_min});
-  std::vector<NdSbp> out;
-  std::vector<size_t> choice(mesh_ndim, 0);
-  for (;;) {
-    std::vector<Sbp> axes;
-    for (size_t c : choice) axes.push_back(one[c]);
-    out.emplace_back(std::move(axes));
-    int64_t a = mesh_ndim - 1;
-    while (a >= 0 && ++choice[a] == one.size()) choice[a--] = 0;
-    if (a < 0) break;
-  }
-  return out;
-}
 
 // Deterministic values, distinct per position and per seed; exact in every element type.
 template <class T>
@@ -220,7 +198,7 @@ void run_cases(const Placement& p, int64_t stride, Failures& f, int64_t& count) 
     }
     Shape expected_shape;
     const std::vector<T> expected = c.ref(host, expected_shape);
-    const std::vector<NdSbp> layouts = all_layouts(p.mesh().ndim(), c.shapes[0].ndim());
+    const std::vector<NdSbp> layouts = spsd_test::all_nd_sbps(p.mesh().ndim(), c.shapes[0].ndim());
     const size_t L = layouts.size();
     const int passes = n_in > 1 ? 2 : 1;
     int64_t i = -1;
