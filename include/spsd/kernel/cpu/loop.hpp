@@ -98,8 +98,55 @@ inline T fold_map(F f, G g, const T* x, int64_t n, T identity) {
   return r;
 }
 
+// max and min as generic functions: they apply to scalars and, through GCC/Clang vector
+// extensions, to whole Lines, lane by lane. (x < y ? y : x keeps x when y is NaN, as the
+// reductions across ranks do.)
+struct MaxOf {
+  template <class V>
+  V operator()(V x, V y) const { return x < y ? y : x; }
+};
+struct MinOf {
+  template <class V>
+  V operator()(V x, V y) const { return y < x ? y : x; }
+};
+
+#if defined(__GNUC__) && !defined(__clang__)  // clang vectorizes the plain fold itself
+// 16 bytes of T as a vector-extension value: the SSE2 baseline width, so it lives in one
+// register on every x86-64 (a wider type would be passed in memory without AVX).
+template <class T>
+using Lanes [[gnu::vector_size(16)]] = T;
+#endif
+
 template <class T, class F>
 inline T fold(F f, const T* x, int64_t n, T identity) {
+#if defined(__GNUC__) && !defined(__clang__)  // clang vectorizes the plain fold itself
+  // GCC does not vectorize fold_map's accumulators for a compare-and-select f such as MaxOf
+  // at -O2 (it does for +), so an f that accepts Lanes folds a cache line at a time in K
+  // Lanes accumulators: lane j of accumulator k takes the same elements in the same order as
+  // fold_map's acc[k * L + j], so the result is the same.
+  if constexpr (std::is_arithmetic_v<T> && std::is_invocable_r_v<Lanes<T>, F, Lanes<T>, Lanes<T>>) {
+    constexpr int64_t W = kBlock<T>, L = 16 / static_cast<int64_t>(sizeof(T)), K = W / L;
+    if (n >= W) {
+      Lanes<T> acc[K];
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < L; ++j) acc[k][j] = identity;
+      int64_t i = 0;
+      for (; i + W <= n; i += W) {
+        SPSD_UNROLL
+        for (int64_t k = 0; k < K; ++k) {
+          Lanes<T> v;
+          __builtin_memcpy(&v, x + i + k * L, sizeof v);
+          acc[k] = f(acc[k], v);
+        }
+      }
+      T r = identity;
+      for (int64_t k = 0; k < K; ++k)
+        for (int64_t j = 0; j < L; ++j) r = f(r, acc[k][j]);
+      for (; i < n; ++i) r = f(r, x[i]);
+      return r;
+    }
+  }
+#endif
   return fold_map(f, [](T v) { return v; }, x, n, identity);
 }
 

@@ -24,8 +24,8 @@ template <Element T, class Body>
 void with_reduce_fn(ReduceOp op, Body&& body) {
   switch (op) {
     case ReduceOp::kSum: return body([](T x, T y) { return wrap_add(x, y); });
-    case ReduceOp::kMax: return body([](T x, T y) { return x < y ? y : x; });
-    case ReduceOp::kMin: return body([](T x, T y) { return y < x ? y : x; });
+    case ReduceOp::kMax: return body(MaxOf{});
+    case ReduceOp::kMin: return body(MinOf{});
   }
   ::spsd::detail::throw_error("reduce", "invalid op value ", static_cast<int>(op));
 }

@@ -17,13 +17,10 @@ namespace spsd::kernel::cpu {
 
 namespace detail {
 
-template <class T>
-inline T max_of(T x, T y) { return x < y ? y : x; }
-
 // One contiguous row of len elements (the axis is the last one, or everything after it is 1).
 template <std::floating_point T>
 void softmax_row(const T* x, T* out, int64_t len, bool log) {
-  const T mx = fold([](T a, T b) { return max_of(a, b); }, x, len, -std::numeric_limits<T>::infinity());
+  const T mx = fold(MaxOf{}, x, len, -std::numeric_limits<T>::infinity());
   const auto add = [](T a, T b) { return a + b; };
   if (log) {
     map1([mx](T v) { return v - mx; }, x, out, len);
@@ -42,7 +39,7 @@ template <std::floating_point T>
 void softmax_block(const T* x, T* out, int64_t len, int64_t inner, bool log, T* mx, T* sum) {
   const auto add = [](T a, T b) { return a + b; };
   std::copy_n(x, inner, mx);
-  for (int64_t r = 1; r < len; ++r) map2([](T a, T b) { return max_of(a, b); }, mx, x + r * inner, mx, inner);
+  for (int64_t r = 1; r < len; ++r) map2(MaxOf{}, mx, x + r * inner, mx, inner);
   fill_n(sum, inner, T(0));
   for (int64_t r = 0; r < len; ++r) {
     T* o = out + r * inner;
