@@ -36,10 +36,22 @@ uint64_t hash_text(std::string_view text) {
   return mix(h);
 }
 
+// One op as noted: its identity, and the hash that is compared (the identity's, mixed with the
+// scalar operand's bits when there is one).
+struct NotedOp {
+  std::shared_ptr<const OpIdentity> op;
+  uint64_t hash;
+  bool has_scalar;
+  double scalar;
+  std::string description() const {
+    return has_scalar ? concat(op->description, " with scalar operand ", scalar) : op->description;
+  }
+};
+
 struct RankSetState {
-  uint64_t seq = 0;     // ops noted since the start, or since the last mismatch
-  uint64_t digest = 0;  // folds (seq, op hash) of each of them, in order
-  std::vector<std::shared_ptr<const OpIdentity>> pending;  // since the last successful check
+  uint64_t seq = 0;              // ops noted since the start, or since the last mismatch
+  uint64_t digest = 0;           // folds (seq, op hash) of each of them, in order
+  std::vector<NotedOp> pending;  // since the last successful check
   Communicator* comm = nullptr;                             // the check communicator, once created
 
   void reset() {
@@ -182,7 +194,7 @@ std::string group_by_text(const std::vector<int64_t>& ranks, const std::vector<s
   std::vector<int64_t> counts(n);
   for (int64_t m = 0; m < n; ++m) counts[m] = static_cast<int64_t>(records[m].pending);
   std::vector<int64_t> mine(s.pending.size());
-  for (size_t i = 0; i < s.pending.size(); ++i) mine[i] = static_cast<int64_t>(s.pending[i]->hash);
+  for (size_t i = 0; i < s.pending.size(); ++i) mine[i] = static_cast<int64_t>(s.pending[i].hash);
   std::vector<int64_t> displs = displacements(counts);
   std::vector<int64_t> hashes(displs.back() + counts.back());
   comm.all_gather_v(mine.data(), hashes.data(), counts, DType::kInt64);
@@ -207,7 +219,7 @@ std::string group_by_text(const std::vector<int64_t>& ranks, const std::vector<s
   // Ops are numbered from 1 per rank set; members agreed up to the last check, so their bases match.
   const uint64_t base = records[0].seq - records[0].pending;
   std::string text = first < static_cast<int64_t>(s.pending.size())
-                         ? s.pending[first]->description
+                         ? s.pending[first].description()
                          : concat("<no op: this rank issued only ", s.seq, " ops>");
   std::vector<std::string> texts = all_gather_text(comm, text);
   throw_error("consistency check", "ranks disagree on global op #", base + first + 1, " on ranks ", join(ranks), ": ",
@@ -221,16 +233,17 @@ OpIdentity::OpIdentity(std::string d) : description(std::move(d)), hash(hash_tex
 void set_check_mode(CheckMode mode) { table(context("set_check_mode")).mode = mode; }
 CheckMode check_mode() { return table(context("check_mode")).mode; }
 
-void note_op(const std::vector<int64_t>& ranks, std::shared_ptr<const OpIdentity> op) {
+void note_op(const std::vector<int64_t>& ranks, std::shared_ptr<const OpIdentity> op, const ScalarOperand* scalar) {
   Context& ctx = context("note_op");
   ConsistencyTable& t = table(ctx);
   if (t.mode == CheckMode::kOff) return;
   SPSD_CHECK(op != nullptr, "note_op", "the op identity is null");
   RankSetState& s = state(ctx, t, ranks, "note_op");
+  const uint64_t hash = scalar ? mix(op->hash ^ mix(scalar->bits)) : op->hash;
   ++s.seq;
-  s.digest = mix(s.digest ^ mix(op->hash + s.seq));
+  s.digest = mix(s.digest ^ mix(hash + s.seq));
   if (ranks.size() == 1) return;  // nobody to disagree with
-  s.pending.push_back(std::move(op));
+  s.pending.push_back({std::move(op), hash, scalar != nullptr, scalar ? scalar->value : 0.0});
   if (t.mode == CheckMode::kEveryOp || s.pending.size() >= kMaxPendingOps) check_ops(ranks);
 }
 
@@ -240,12 +253,12 @@ void check_ops(const std::vector<int64_t>& ranks) {
   if (t.mode == CheckMode::kOff) return;
   RankSetState& s = state(ctx, t, ranks, "check_ops");
   if (s.pending.empty() || ranks.size() == 1) return;
-  const Record mine{s.seq, s.digest, s.pending.size(), s.pending.back()->hash};
+  const Record mine{s.seq, s.digest, s.pending.size(), s.pending.back().hash};
   std::vector<Record> records;
   try {
     records = exchange_records(check_communicator(ctx, s, ranks), mine);
   } catch (const Error& e) {
-    std::string last = s.pending.back()->description;
+    std::string last = s.pending.back().description();
     uint64_t seq = s.seq;
     s.reset();
     throw_error("consistency check", "ranks ", join(ranks), " could not compare their global ops (world rank ",

@@ -56,6 +56,10 @@ std::string Step::to_string() const {
 int64_t Plan::bytes_sent(int64_t rank) const { return sum_over_steps(steps, rank, &RankTraffic::bytes_sent); }
 int64_t Plan::bytes_received(int64_t rank) const { return sum_over_steps(steps, rank, &RankTraffic::bytes_received); }
 
+bool Plan::communicates() const {
+  return std::any_of(steps.begin(), steps.end(), [](const Step& s) { return s.kind != StepKind::kLocal; });
+}
+
 std::string Plan::to_string() const {
   std::string s = "boxing " + shape.to_string() + " " + std::string(spsd::to_string(dtype)) + " from " +
                   from.to_string() + " to " + to.to_string() + ": " + std::to_string(steps.size()) +

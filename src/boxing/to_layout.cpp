@@ -34,7 +34,7 @@ GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdS
   note_op(ranks, std::make_shared<const OpIdentity>("to_global(" + in.shape.to_string() + " " +
                                                     std::string(to_string(in.dtype)) + " from " +
                                                     plan->from.to_string() + " to " + plan->to.to_string() + ")"));
-  if (!plan->steps.empty()) check_ops(ranks);
+  if (plan->communicates()) check_ops(ranks);
   if ((log_enabled("dispatch") || log_enabled("boxing")) && me == ranks.front())
     log_line("boxing", "to_global: " + plan->to_string());
   StoragePtr local = run_plan(*plan, in_from ? in.local : nullptr);

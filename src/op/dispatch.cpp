@@ -7,7 +7,8 @@
 
 namespace spsd::detail {
 
-Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs) {
+Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs,
+                    const Scalar& scalar) {
   SPSD_CHECK(!inputs.empty(), op.name, "needs at least one input");
   const Placement& placement = *inputs[0].placement;
   for (size_t i = 1; i < inputs.size(); ++i)
@@ -26,7 +27,8 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
   if (!p.participates) return p;
   p.coords = placement.coords(me);
   if (log_enabled("dispatch") && me == placement.ranks().front()) log_line("dispatch", r.to_string());
-  note_op(placement.ranks(), r.identity);
+  const ScalarOperand operand{scalar.f, scalar.bits};
+  note_op(placement.ranks(), r.identity, scalar.present ? &operand : nullptr);
   if (r.communicates()) check_ops(placement.ranks());
 
   p.locals.reserve(inputs.size());

@@ -144,7 +144,7 @@ Key make_key(const OpSchema& op, const OpAttrs& attrs, const Placement& placemen
 
 bool Resolution::communicates() const {
   for (const auto& p : plans)
-    if (p && !p->steps.empty()) return true;
+    if (p && p->communicates()) return true;
   return false;
 }
 

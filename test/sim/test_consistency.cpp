@@ -128,6 +128,20 @@ TEST_CASE("consistency: different metadata on one rank, on a rank set in another
                                    "rank 3 issued sum((4, 6) float32 (S(1)), axes [1])"});
 }
 
+TEST_CASE("consistency: a scalar operand that differs on one rank is caught before communicating", "[consistency]") {
+  // The scalar is not part of the op's cached identity, but it is compared: a learning rate
+  // that differs on one rank would otherwise make a B result differ between ranks unnoticed.
+  std::vector<std::string> errors = errors_by_rank(3, [&] {
+    const spsd::Placement p("cpu", {0, 1, 2});
+    auto x = spsd::ones<float>(spsd::Shape{6}, p, spsd::sbp::broadcast);
+    auto y = x * (spsd::rank() == 2 ? 0.5f : 0.25f);
+    (void)y.to_global(spsd::sbp::split(0)).full();
+  });
+  check_every_rank_failed(errors, {"consistency check: ranks disagree on global op #2 on ranks [0, 1, 2]",
+                                   "ranks 0, 1 issued mul_scalar(", "with scalar operand 0.25; rank 2 issued mul_scalar(",
+                                   "with scalar operand 0.5"});
+}
+
 TEST_CASE("consistency: a rank that skips an op is named, and so is a rank that issued fewer ops", "[consistency]") {
   const int n = GENERATE(2, 3, 4);
   INFO(n << " simulated ranks");

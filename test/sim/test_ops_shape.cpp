@@ -433,6 +433,11 @@ TEST_CASE("shape ops: invalid arguments give errors naming the op and the values
       {[&](const Placement& p) { spsd::reshape(x(p), {-1, -1}); }, {"reshape", "[-1, -1]", "more than one -1"}},
       {[&](const Placement& p) { spsd::reshape(x(p), {5, -1}); }, {"reshape", "[5, -1]", "24"}},
       {[&](const Placement& p) { spsd::reshape(x(p), {-2, 12}); }, {"reshape", "[-2, 12]", "-2"}},
+      // 3 * 6148914691236517206 * 4 wraps around int64 to 8: an overflow, not a valid shape.
+      {[&](const Placement& p) { spsd::reshape(x(p), {3, 6148914691236517206, 4}); },
+       {"reshape", "[3, 6148914691236517206, 4]", "2^63 - 1"}},
+      {[&](const Placement& p) { spsd::reshape(x(p), {3, 6148914691236517206, -1}); },
+       {"reshape", "[3, 6148914691236517206, -1]", "2^63 - 1"}},
       {[&](const Placement& p) { spsd::slice(x(p), 0, 3, 2); }, {"slice", "[3, 2)", "(6, 4)"}},
       {[&](const Placement& p) { spsd::slice(x(p), 1, 0, 5); }, {"slice", "[0, 5)", "(6, 4)"}},
       {[&](const Placement& p) { spsd::slice(x(p), 1, -1, 2); }, {"slice", "[-1, 2)"}},

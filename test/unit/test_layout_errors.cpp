@@ -117,6 +117,11 @@ TEST_CASE("errors: Shape", "[errors][shape]") {
   CHECK_THAT(ERROR_OF(Shape{3, -2}), ContainsAll({"Shape", "non-negative", "[3, -2]"}));
   CHECK_THAT(ERROR_OF(Shape(std::vector<int64_t>{-1})), ContainsAll({"Shape", "non-negative", "[-1]"}));
   CHECK_THAT(ERROR_OF(Shape{4, 5}[-1]), ContainsAll({"Shape", "axis -1", "(4, 5)"}));
+  CHECK_THAT(ERROR_OF(Shape({3, 6148914691236517206, 4})),
+             ContainsAll({"Shape", "[3, 6148914691236517206, 4]", "2^63 - 1"}));
+  // No elements, but the strides (6148914691236517206 * 4) would still overflow.
+  CHECK_THAT(ERROR_OF(Shape({0, 6148914691236517206, 4})), ContainsAll({"Shape", "2^63 - 1"}));
+  CHECK_NOTHROW(Shape({0, 6148914691236517206, 1}));
 }
 
 TEST_CASE("errors: Tensor", "[errors][tensor]") {

@@ -52,6 +52,9 @@ struct Plan {
   double cost_us = 0;
   int64_t bytes_sent(int64_t rank) const;      // predicted, summed over steps
   int64_t bytes_received(int64_t rank) const;
+  // Whether some step calls the communicator (every kind but kLocal); a plan of local steps
+  // needs no rendezvous, so the cross-rank check need not run before it.
+  bool communicates() const;
   std::string to_string() const;
 };
 

@@ -47,8 +47,15 @@ class Shape {
   friend std::ostream& operator<<(std::ostream& os, const Shape& s) { return os << s.to_string(); }
 
  private:
+  // Non-negative dims whose non-zero ones multiply within int64, so numel(), strides and
+  // offsets never overflow.
   void validate() const {
-    for (int64_t d : dims_) SPSD_CHECK(d >= 0, "Shape", "dimensions must be non-negative, got ", detail::join(dims_));
+    int64_t product = 1;
+    for (int64_t d : dims_) {
+      SPSD_CHECK(d >= 0, "Shape", "dimensions must be non-negative, got ", detail::join(dims_));
+      SPSD_CHECK(d == 0 || !__builtin_mul_overflow(product, d, &product), "Shape", "dimensions ", detail::join(dims_),
+                 " have more than 2^63 - 1 elements");
+    }
   }
   size_t checked_axis(int64_t axis) const {
     SPSD_CHECK(axis >= 0 && axis < ndim(), "Shape", "axis ", axis, " is out of range for shape ", to_string());

@@ -9,6 +9,7 @@
 //   static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&);
 //   template <Element T> static void kernel(const KernelArgs&);
 // and optionally `valid` and `attrs_text` (see OpSchema). Nothing else is needed.
+#include <bit>
 #include <concepts>
 #include <span>
 #include <type_traits>
@@ -19,13 +20,18 @@
 
 namespace spsd {
 
-// The scalar operand of scalar forms (add(x, 2.0f)); not part of the resolution cache key.
+// The scalar operand of scalar forms (add(x, 2.0f)); not part of the resolution cache key,
+// but compared across ranks by the consistency check (`bits`, the exact operand).
 struct Scalar {
   double f = 0;
   int64_t i = 0;
+  bool present = false;
+  uint64_t bits = 0;
   template <Element T>
   static Scalar of(T v) {
-    return {static_cast<double>(v), std::is_integral_v<T> ? static_cast<int64_t>(v) : 0};
+    const double f = static_cast<double>(v);
+    const int64_t i = std::is_integral_v<T> ? static_cast<int64_t>(v) : 0;
+    return {f, i, true, std::is_integral_v<T> ? static_cast<uint64_t>(i) : std::bit_cast<uint64_t>(f)};
   }
   template <Element T>
   T as() const {
@@ -102,13 +108,14 @@ struct Prepared {
   std::vector<int64_t> coords;                   // this rank's mesh coordinates
 };
 
-// Checks the inputs share one placement, resolves (cached), notes the op for the cross-rank
-// check (checking first when the op communicates), boxes the inputs, logs under SPSD_LOG=dispatch.
-Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs);
+// Checks the inputs share one placement, resolves (cached), notes the op and its scalar
+// operand for the cross-rank check (checking first when the op communicates), boxes the inputs, logs under SPSD_LOG=dispatch.
+Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs,
+                    const Scalar& scalar);
 
 template <GlobalOp Op, Element T>
 GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = {}, Scalar scalar = {}) {
-  Prepared p = prepare_op(op_schema<Op>(), attrs, inputs);
+  Prepared p = prepare_op(op_schema<Op>(), attrs, inputs, scalar);
   const Resolution& r = *p.resolution;
   const NdSignature& sig = r.signature();
   SPSD_CHECK(r.output.dtype == dtype_of<T>, Op::name, "infers output dtype ", r.output.dtype, " but runs on ",

@@ -132,7 +132,8 @@ inline Shape reshape_target(const Shape& from, const std::vector<int64_t>& to) {
       SPSD_CHECK(wild < 0, "reshape", "shape ", join(to), " has more than one -1");
       wild = static_cast<int64_t>(i);
     } else {
-      known *= to[i];
+      SPSD_CHECK(!__builtin_mul_overflow(known, to[i], &known), "reshape", "shape ", join(to),
+                 " has more than 2^63 - 1 elements");
     }
   }
   const int64_t n = from.numel();

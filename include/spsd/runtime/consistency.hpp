@@ -25,10 +25,20 @@ struct OpIdentity {
   uint64_t hash;
 };
 
-// Folds op into the digest of the rank set (the calling rank must be one of ranks). Cheap: no
-// communication, unless SPSD_CHECK=op asks for a check after every op, or 256 ops were noted
-// on the rank set since its last check (then it checks: every rank reaches that point alike).
-void note_op(const std::vector<int64_t>& ranks, std::shared_ptr<const OpIdentity> op);
+// An op's scalar operand (the 0.5 of x * 0.5f): kept out of the cached OpIdentity, since it
+// never changes a signature, but compared across ranks all the same (a learning rate that
+// differs between ranks would make a B result differ between them).
+struct ScalarOperand {
+  double value;   // for messages
+  uint64_t bits;  // what is compared: the exact operand
+};
+
+// Folds op (and its scalar operand, if any) into the digest of the rank set (the calling rank
+// must be one of ranks). Cheap: no communication, unless SPSD_CHECK=op asks for a check after
+// every op, or 256 ops were noted on the rank set since its last check (then it checks: every
+// rank reaches that point alike).
+void note_op(const std::vector<int64_t>& ranks, std::shared_ptr<const OpIdentity> op,
+             const ScalarOperand* scalar = nullptr);
 
 // Collective over ranks: compares the ops noted since the last check. On a mismatch, throws
 // spsd::Error on every rank naming the first op that differs and which ranks issued what; a
