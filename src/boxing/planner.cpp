@@ -271,6 +271,9 @@ std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const L
   // one of them planning while the others wait beats all of them planning.
   std::lock_guard lock(mutex);
   if (auto it = cache.find(key); it != cache.end()) return it->second;
+  // Bounded memory for programs whose shapes keep changing: when full, start over (plans are
+  // deterministic, so a plan computed again is the same on every rank).
+  if (cache.size() >= kMaxCachedPlans) cache.clear();
   return cache.emplace(key, std::make_shared<const Plan>(compute_plan(shape, dtype, from, to))).first->second;
 }
 

@@ -1,9 +1,12 @@
 // The dtype-erased steps of the dispatch path (op/dispatch.hpp).
 #include "spsd/op/dispatch.hpp"
 
+#include <limits>
+
 #include "spsd/boxing/planner.hpp"
 #include "spsd/runtime/consistency.hpp"
 #include "spsd/runtime/log.hpp"
+#include "spsd/runtime/runtime.hpp"
 
 namespace spsd::detail {
 
@@ -38,6 +41,15 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
     p.locals.push_back(r.plans[i] ? run_plan(*r.plans[i], local) : local);
   }
   return p;
+}
+
+int64_t agree_on_bad_element(const Resolution& r, int64_t local) {
+  const std::vector<int64_t>& ranks = r.placement.ranks();
+  if (ranks.size() == 1) return local;
+  check_ops(ranks);
+  int64_t v = local < 0 ? std::numeric_limits<int64_t>::max() : local;
+  communicator(r.placement).all_reduce(&v, &v, 1, DType::kInt64, ReduceOp::kMin);
+  return v == std::numeric_limits<int64_t>::max() ? -1 : v;
 }
 
 }  // namespace spsd::detail

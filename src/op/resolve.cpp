@@ -195,6 +195,9 @@ std::shared_ptr<const Resolution> resolve(const OpSchema& op, const OpAttrs& att
   }
   std::shared_ptr<const Resolution> r = compute(op, attrs, placement, metas, layouts);
   std::lock_guard lock(mutex);
+  // Bounded memory for programs whose shapes keep changing: when full, start over (holders of
+  // a resolution keep it alive; a resolution computed again is the same on every rank).
+  if (cache.size() >= kMaxCachedResolutions) cache.clear();
   return cache.try_emplace(std::move(key), std::move(r)).first->second;
 }
 

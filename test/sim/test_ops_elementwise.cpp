@@ -76,6 +76,42 @@ TEST_CASE("ops: inputs on different placements give an error naming both", "[ops
   }
 }
 
+TEST_CASE("ops: integer division by zero held by one rank is an error on every rank", "[ops-elementwise]") {
+  // Only rank 1 holds the zero; the ranks agree on it before anyone throws, so none is left
+  // waiting in a later collective.
+  std::vector<std::string> errors = spsd_test::errors_by_rank(2, [] {
+    Placement p("cpu", {0, 1});
+    auto a = spsd::from_host(Tensor<int64_t>::from_vector({4}, {1, 2, 3, 4}), p, sbp::split(0));
+    auto b = spsd::from_host(Tensor<int64_t>::from_vector({4}, {1, 1, 1, 0}), p, sbp::split(0));
+    (void)spsd::div(a, b).full();
+  });
+  for (const std::string& e : errors)
+    CHECK(e == "div: integer division by zero: the divisor (input 1, (4,) int64 (S(0))) is 0 at [3]");
+
+  // s / x with the zero on the last of 3 ranks.
+  errors = spsd_test::errors_by_rank(3, [] {
+    Placement p("cpu", {0, 1, 2});
+    auto x = spsd::from_host(Tensor<int32_t>::from_vector({3, 2}, {1, 2, 3, 4, 5, 0}), p, sbp::split(0));
+    (void)spsd::div(int32_t{6}, x).full();
+  });
+  for (const std::string& e : errors)
+    CHECK(e == "rdiv_scalar: integer division by zero: the divisor (input 0, (3, 2) int32 (S(0))) is 0 at [2, 1]");
+
+  // A broadcast divisor split on a 2x2 placement that leaves rank 0 out: ranks 1-4 throw, 0 not.
+  errors = spsd_test::errors_by_rank(5, [] {
+    Placement grid("cpu", {{1, 2}, {3, 4}});
+    auto a = spsd::full<int64_t>(Shape{4, 3}, 7, grid, NdSbp{sbp::split(0), sbp::split(1)});
+    auto b = spsd::from_host(Tensor<int64_t>::from_vector({3}, {2, 0, 5}), grid, NdSbp{sbp::broadcast, sbp::split(0)});
+    (void)spsd::div(a, b).full();
+  });
+  CHECK(errors[0].empty());
+  for (int r = 1; r < 5; ++r) {
+    INFO("rank " << r);
+    CHECK_THAT(errors[r], Catch::Contains("div: integer division by zero: the divisor (input 1, (3,) int64") &&
+                              Catch::Contains("is 0 at [1]"));
+  }
+}
+
 TEST_CASE("ops: the consistency check catches ranks that issue different ops", "[ops-elementwise]") {
   // Rank 1 calls add where the others call sub; add and sub communicate nothing, so the
   // divergence surfaces at the next communication (full()), on every rank, naming both ops.

@@ -413,9 +413,21 @@ TEMPLATE_TEST_CASE("kernels: reduce over every axis set matches the naive loop",
 
 TEST_CASE("kernels: reduce identities, integer wrap, bad axes, scale", "[kernels]") {
   std::vector<float> out(4, 5.f);
-  const std::vector<int64_t> ax1 = {1};
+  const std::vector<int64_t> ax1 = {1}, ax0_of_one = {0};
   kc::reduce<float>(ReduceOp::kMax, nullptr, {4, 0}, ax1, out.data());
+  // Nothing to reduce: the identity partial layouts pad with (finite: see docs/operators.md).
   CHECK(out == std::vector<float>(4, std::numeric_limits<float>::lowest()));
+  // Something to reduce: exact, so rows (and columns) of -inf have max -inf, of +inf min +inf.
+  const float inf = std::numeric_limits<float>::infinity();
+  const std::vector<float> minus_inf(60, -inf), plus_inf(60, inf);
+  float m = 0;
+  kc::reduce<float>(ReduceOp::kMax, minus_inf.data(), {20}, ax0_of_one, &m);
+  CHECK(m == -inf);
+  kc::reduce<float>(ReduceOp::kMin, plus_inf.data(), {20}, ax0_of_one, &m);
+  CHECK(m == inf);
+  std::vector<float> cols(20, 0.f);
+  kc::reduce<float>(ReduceOp::kMax, minus_inf.data(), {3, 20}, ax0_of_one, cols.data());
+  CHECK(cols == std::vector<float>(20, -inf));
   kc::reduce<float>(ReduceOp::kSum, nullptr, {4, 0}, ax1, out.data());
   CHECK(out == std::vector<float>(4, 0.f));
   std::vector<int32_t> big(3, std::numeric_limits<int32_t>::max());

@@ -239,6 +239,19 @@ TEST_CASE("resolver: the cache returns the same resolution", "[resolver]") {
         resolve_op<detail::BinaryDef<BinaryOp::kSub>>(kLine4, {a, a}, {S0, B}).get());
 }
 
+TEST_CASE("resolver: the cache is bounded and starts over when full", "[resolver]") {
+  const Placement one("cpu", {0});
+  auto relu_of = [&](int64_t n) { return resolve_op<detail::UnaryDef<UnaryOp::kRelu>>(one, {f32({n})}, {B}); };
+  auto first = relu_of(1);
+  const std::string first_text = first->to_string();
+  // More distinct shapes than the cache holds: it must start over, not grow.
+  for (int64_t n = 2; n <= static_cast<int64_t>(kMaxCachedResolutions) + 10; ++n) relu_of(n);
+  auto again = relu_of(1);
+  CHECK(again.get() != first.get());            // computed again after the cache started over
+  CHECK(again->to_string() == first_text);      // and the same resolution
+  CHECK(first->signature().output == NdSbp(B));  // the old one stays valid for its holders
+}
+
 TEST_CASE("resolver: invalid inputs give errors naming the op", "[resolver]") {
   CHECK_THROWS_WITH(resolve_op<detail::MatmulDef>(kLine4, {f32({4, 5}), f32({6, 3})}, {B, B}),
                     Catch::Contains("matmul") && Catch::Contains("(4, 5)") && Catch::Contains("(6, 3)"));

@@ -1,6 +1,7 @@
 #pragma once
 // The boxing planner: Dijkstra over layouts from the source to the target, edges priced by
 // the alpha-beta model on the exact bytes each rank moves. Plans are cached.
+#include <cstddef>
 #include <memory>
 #include <string>
 
@@ -8,6 +9,9 @@
 #include "spsd/tensor/storage.hpp"
 
 namespace spsd {
+
+// Plans cached at most; when the cache is full it starts over.
+inline constexpr size_t kMaxCachedPlans = 4096;
 
 // The plan the library runs for this conversion (cached by shape, dtype and both layouts).
 std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const Layout& from, const Layout& to);

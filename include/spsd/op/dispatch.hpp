@@ -8,7 +8,11 @@
 //   static TensorMeta infer(std::span<const TensorMeta>, const OpAttrs&);
 //   static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&);
 //   template <Element T> static void kernel(const KernelArgs&);
-// and optionally `valid` and `attrs_text` (see OpSchema). Nothing else is needed.
+// and optionally `valid` and `attrs_text` (see OpSchema), and, for ops whose input values can
+// be invalid (integer division by zero),
+//   template <Element T> static int64_t first_bad_element(const KernelArgs&);
+//   static std::string bad_element_error(const Resolution&, int64_t index);
+// (see run_op). Nothing else is needed.
 #include <bit>
 #include <concepts>
 #include <span>
@@ -48,6 +52,16 @@ struct LocalInput {
   const TensorMeta* global;  // the whole tensor's type
   template <Element T>
   const T* as() const { return static_cast<const T*>(data); }
+  // The row-major index in the whole tensor of the piece's element at row-major index local.
+  int64_t global_index(int64_t local) const {
+    int64_t index = 0, stride = 1;
+    for (int64_t d = shape.ndim() - 1; d >= 0; --d) {
+      index += (box.begin[d] + local % shape[d]) * stride;
+      local /= shape[d];
+      stride *= global->shape[d];
+    }
+    return index;
+  }
 };
 
 struct KernelArgs {
@@ -108,6 +122,11 @@ struct Prepared {
   std::vector<int64_t> coords;                   // this rank's mesh coordinates
 };
 
+// Ranks of the placement agree on a data-dependent error: each passes the global index it found
+// in its pieces (-1 for none); all get the smallest (-1 when no rank found one). Collective over
+// the placement (after the cross-rank check); free on one rank.
+int64_t agree_on_bad_element(const Resolution& r, int64_t local);
+
 // Checks the inputs share one placement, resolves (cached), notes the op and its scalar
 // operand for the cross-rank check (checking first when the op communicates), boxes the inputs, logs under SPSD_LOG=dispatch.
 Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs,
@@ -134,6 +153,12 @@ GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = 
   Tensor<T> out(out_shape, Storage::allocate_uninitialized(out_shape.numel() * static_cast<int64_t>(sizeof(T)),
                                                            r.placement.device_type()));
   KernelArgs args{attrs, scalar, locals, out.data(), out_shape, out_box, r.output, sig};
+  if constexpr (requires { Op::template first_bad_element<T>(args); }) {
+    // Only the ranks that hold a bad value see it; throwing there alone would leave the others
+    // waiting in their next collective. So the ranks agree first, and all throw alike.
+    const int64_t bad = agree_on_bad_element(r, Op::template first_bad_element<T>(args));
+    if (bad >= 0) throw_error(Op::name, Op::bad_element_error(r, bad));
+  }
   Op::template kernel<T>(args);
   return GlobalTensor<T>(r.output.shape, r.placement, sig.output, std::move(out));
 }

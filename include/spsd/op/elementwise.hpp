@@ -26,6 +26,28 @@ inline const Sbp& partial_of(ReduceOp op) {
 }
 inline const Sbp& mirrored(const Sbp& s) { return s == sbp::partial_max ? sbp::partial_min : sbp::partial_max; }
 
+// Integer division by zero is an error, but a data-dependent one (see run_op): the global
+// index of the first zero among this rank's divisor elements, or -1. Integers only: floats
+// divide by zero to inf or NaN, as IEEE says, and pay no agreement collective.
+template <std::integral T>
+int64_t first_zero_divisor(const LocalInput& divisor) {
+  const T* d = divisor.as<T>();
+  for (int64_t i = 0, n = divisor.shape.numel(); i < n; ++i)
+    if (d[i] == 0) return divisor.global_index(i);
+  return -1;
+}
+
+inline std::string zero_divisor_error(const Resolution& r, size_t divisor, int64_t index) {
+  const Shape& shape = r.inputs[divisor].shape;
+  std::vector<int64_t> at(shape.ndim());
+  for (int64_t d = shape.ndim() - 1; d >= 0; --d) {
+    at[d] = index % shape[d];
+    index /= shape[d];
+  }
+  return concat("integer division by zero: the divisor (input ", divisor, ", ", shape, " ", r.inputs[divisor].dtype,
+                " ", r.input_layouts[divisor], ") is 0 at ", join(at));
+}
+
 template <BinaryOp K>
 struct BinaryDef {
   static constexpr std::string_view name = kernel::cpu::to_string(K);
@@ -61,6 +83,13 @@ struct BinaryDef {
     kernel::cpu::binary<T>(K, k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape, k.out_as<T>(),
                            k.out_shape);
   }
+
+  template <Element T>
+    requires(K == BinaryOp::kDiv && std::is_integral_v<T>)
+  static int64_t first_bad_element(const KernelArgs& k) {
+    return first_zero_divisor<T>(k.inputs[1]);
+  }
+  static std::string bad_element_error(const Resolution& r, int64_t index) { return zero_divisor_error(r, 1, index); }
 };
 
 // x op s (or s op x when ScalarFirst).
@@ -98,6 +127,15 @@ struct ScalarDef {
   static void kernel(const KernelArgs& k) {
     kernel::cpu::binary_scalar<T>(K, k.in<T>(0), k.scalar.as<T>(), k.out_as<T>(), k.out_shape.numel(), ScalarFirst);
   }
+
+  // s / x: x is the divisor (x / 0 fails alike on every rank in the kernel: the scalar is the
+  // same everywhere, which the consistency check compares).
+  template <Element T>
+    requires(K == BinaryOp::kDiv && ScalarFirst && std::is_integral_v<T>)
+  static int64_t first_bad_element(const KernelArgs& k) {
+    return first_zero_divisor<T>(k.inputs[0]);
+  }
+  static std::string bad_element_error(const Resolution& r, int64_t index) { return zero_divisor_error(r, 0, index); }
 };
 
 template <UnaryOp K>

@@ -56,6 +56,9 @@ struct Resolution {
   std::string to_string() const;
 };
 
+// Resolutions cached at most; when the cache is full it starts over.
+inline constexpr size_t kMaxCachedResolutions = 4096;
+
 // The cheapest candidate; ties go to the one without communication, then to table order
 // (mesh axis 0 most significant). Cached by (op, attrs, placement, input metas and layouts).
 // Throws spsd::Error naming the op, the inputs' layouts and the valid signatures when no

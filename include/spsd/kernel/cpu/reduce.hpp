@@ -5,6 +5,7 @@
 // rows into the output (column sums). Both inner loops vectorize.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 #include <span>
 #include <vector>
 
@@ -97,11 +98,16 @@ void reduce(ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64
     }
   }
   if (out_n == 0) return;
-  const T identity = reduce_identity<T>(op);
-  if (x_shape.numel() == 0) {  // some reduced extent is 0
-    detail::fill_n(out, out_n, identity);
+  if (x_shape.numel() == 0) {  // some reduced extent is 0: the identity partial layouts pad with
+    detail::fill_n(out, out_n, reduce_identity<T>(op));
     return;
   }
+  // Non-empty reductions start from the exact identity: -inf/+inf for floating max/min, so a
+  // row of -inf has max -inf (reduce_identity's finite lowest()/max() is what partial layouts
+  // pad with; see docs/operators.md).
+  const T identity = std::numeric_limits<T>::has_infinity && op != ReduceOp::kSum
+                         ? (op == ReduceOp::kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity())
+                         : reduce_identity<T>(op);
   const detail::ReduceGroups g = detail::group_axes(x_shape, axes);
   const int64_t r = static_cast<int64_t>(g.dims.size());
   if (r == 0 || (r == 1 && !g.reduced[0])) {  // nothing (of extent > 1) is reduced: a copy
