@@ -255,6 +255,9 @@ TEST_CASE("resolver: the cache is bounded and starts over when full", "[resolver
 TEST_CASE("resolver: invalid inputs give errors naming the op", "[resolver]") {
   CHECK_THROWS_WITH(resolve_op<detail::MatmulDef>(kLine4, {f32({4, 5}), f32({6, 3})}, {B, B}),
                     Catch::Contains("matmul") && Catch::Contains("(4, 5)") && Catch::Contains("(6, 3)"));
+  CHECK_THROWS_WITH(resolve_op<detail::MatmulDef>(kLine4, {f32({2, 3, 4}), f32({3, 4, 5})}, {B, B}),
+                    Catch::Equals("matmul: batch dimensions do not broadcast: a is (2, 3, 4), b is (3, 4, 5) "
+                                  "(batch axis -1: 2 vs 3)"));
   CHECK_THROWS_WITH(resolve_op<detail::BinaryDef<BinaryOp::kAdd>>(kLine4, {f32({4, 5}), f32({4, 3})}, {B, B}),
                     Catch::Contains("add") && Catch::Contains("broadcast"));
 }

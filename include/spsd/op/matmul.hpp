@@ -19,7 +19,13 @@ struct MatmulDef {
     SPSD_CHECK(in[0].dtype == in[1].dtype, name, "dtypes differ: a is ", in[0].dtype, ", b is ", in[1].dtype);
     SPSD_CHECK(a.ndim() >= 2 && b.ndim() >= 2, name, "needs matrices (2 or more axes): a is ", a, ", b is ", b);
     SPSD_CHECK(a[a.ndim() - 1] == b[b.ndim() - 2], name, "inner dimensions differ: a is ", a, ", b is ", b);
-    Shape batch = broadcast_shapes(name, batch_of(a), batch_of(b));
+    const Shape ba = batch_of(a), bb = batch_of(b);
+    for (int64_t i = 1; i <= std::min(ba.ndim(), bb.ndim()); ++i) {
+      const int64_t x = ba[ba.ndim() - i], y = bb[bb.ndim() - i];
+      SPSD_CHECK(x == y || x == 1 || y == 1, name, "batch dimensions do not broadcast: a is ", a, ", b is ", b,
+                 " (batch axis -", i, ": ", x, " vs ", y, ")");
+    }
+    Shape batch = broadcast_shapes(name, ba, bb);
     std::vector<int64_t> dims = batch.dims();
     dims.insert(dims.end(), {a[a.ndim() - 2], b[b.ndim() - 1]});
     return {Shape(std::move(dims)), in[0].dtype};
