@@ -35,6 +35,8 @@ constexpr int64_t size_of(DType t) {
   return 0;
 }
 
+constexpr bool is_floating(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+
 constexpr std::string_view to_string(DType t) {
   switch (t) {
     case DType::kFloat32: return "float32";

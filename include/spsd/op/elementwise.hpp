@@ -19,11 +19,6 @@ namespace detail {
 using kernel::cpu::BinaryOp;
 using kernel::cpu::UnaryOp;
 
-inline bool is_floating(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
-
-inline const Sbp& partial_of(ReduceOp op) {
-  return op == ReduceOp::kSum ? sbp::partial_sum : op == ReduceOp::kMax ? sbp::partial_max : sbp::partial_min;
-}
 inline const Sbp& mirrored(const Sbp& s) { return s == sbp::partial_max ? sbp::partial_min : sbp::partial_max; }
 
 // Integer division by zero is an error, but a data-dependent one (see run_op): the global

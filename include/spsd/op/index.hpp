@@ -37,8 +37,6 @@ namespace spsd {
 
 namespace detail {
 
-inline bool is_floating_index_dtype(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
-
 struct EmbeddingDef {
   static constexpr std::string_view name = "embedding";
 
@@ -46,7 +44,7 @@ struct EmbeddingDef {
     const TensorMeta &w = in[0], &idx = in[1];
     SPSD_CHECK(w.shape.ndim() == 2, name, "weight must be a matrix (V, E), weight is ", w.shape, ", indices are ",
                idx.shape);
-    SPSD_CHECK(is_floating_index_dtype(w.dtype), name, "weight must be floating, weight is ", w.dtype);
+    SPSD_CHECK(is_floating(w.dtype), name, "weight must be floating, weight is ", w.dtype);
     SPSD_CHECK(idx.dtype == DType::kInt64, name, "indices must be int64, indices are ", idx.dtype);
     std::vector<int64_t> dims = idx.shape.dims();
     dims.push_back(w.shape[1]);
@@ -90,7 +88,7 @@ struct PickDef {
     const TensorMeta &x = in[0], &labels = in[1];
     SPSD_CHECK(x.shape.ndim() == 2 && labels.shape.ndim() == 1 && x.shape[0] == labels.shape[0], name,
                "needs x (N, C) and labels (N), x is ", x.shape, ", labels are ", labels.shape);
-    SPSD_CHECK(is_floating_index_dtype(x.dtype), name, "x must be floating, x is ", x.dtype);
+    SPSD_CHECK(is_floating(x.dtype), name, "x must be floating, x is ", x.dtype);
     SPSD_CHECK(labels.dtype == DType::kInt64, name, "labels must be int64, labels are ", labels.dtype);
     return {labels.shape, x.dtype};
   }

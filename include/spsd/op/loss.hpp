@@ -25,7 +25,7 @@ GlobalTensor<T> cross_entropy(const GlobalTensor<T>& logits, const GlobalTensor<
   SPSD_CHECK(y.ndim() == 1, "cross_entropy", "labels must be (N), logits are ", l, ", labels are ", y);
   SPSD_CHECK(l[0] == y[0], "cross_entropy", "logits and labels have different N: logits are ", l, ", labels are ",
              y);
-  SPSD_CHECK(detail::is_floating_dtype(dtype_of<T>), "cross_entropy", "logits must be floating, logits are ",
+  SPSD_CHECK(is_floating(dtype_of<T>), "cross_entropy", "logits must be floating, logits are ",
              dtype_of<T>);
   return spsd::neg(spsd::mean(spsd::pick(spsd::log_softmax(logits, 1), labels), {0}));
 }

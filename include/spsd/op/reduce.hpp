@@ -50,11 +50,6 @@ inline std::vector<int64_t> normalize_axes(std::string_view op, const Shape& sha
   return out;
 }
 
-inline bool is_floating_dtype(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
-
-inline const Sbp& partial_sbp_of(ReduceOp op) {
-  return op == ReduceOp::kSum ? sbp::partial_sum : op == ReduceOp::kMax ? sbp::partial_max : sbp::partial_min;
-}
 
 template <ReduceOp R, bool Mean>
 struct ReduceDef {
@@ -72,7 +67,7 @@ struct ReduceDef {
     const Shape& x = in[0].shape;
     SPSD_CHECK(!attrs.empty(), name, "attributes must be [keepdim, axes...]");
     if constexpr (Mean)
-      SPSD_CHECK(is_floating_dtype(in[0].dtype), name, "is defined for floating tensors only, x is ", in[0].dtype,
+      SPSD_CHECK(is_floating(in[0].dtype), name, "is defined for floating tensors only, x is ", in[0].dtype,
                  " of shape ", x);
     const std::vector<int64_t> axes = axes_of(attrs);
     for (size_t i = 0; i < axes.size(); ++i)
@@ -90,10 +85,10 @@ struct ReduceDef {
     for (int64_t d = 0; d < n; ++d) {
       const bool reduced = std::find(axes.begin(), axes.end(), d) != axes.end();
       if (!reduced) t.push_back({{sbp::split(d)}, sbp::split(pos)});
-      else t.push_back({{sbp::split(d)}, partial_sbp_of(R)});
+      else t.push_back({{sbp::split(d)}, sbp::partial(R)});
       if (!reduced || keepdim) ++pos;
     }
-    t.push_back(uniform_signature(1, partial_sbp_of(R)));
+    t.push_back(uniform_signature(1, sbp::partial(R)));
     t.push_back(uniform_signature(1, sbp::broadcast));
     return t;
   }

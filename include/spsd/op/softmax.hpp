@@ -48,7 +48,7 @@ struct SoftmaxDef {
 
   // attrs = [axis], non-negative.
   static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs& attrs) {
-    SPSD_CHECK(is_floating_dtype(in[0].dtype), name, "is defined for floating tensors only, x is ", in[0].dtype,
+    SPSD_CHECK(is_floating(in[0].dtype), name, "is defined for floating tensors only, x is ", in[0].dtype,
                " of shape ", in[0].shape);
     SPSD_CHECK(attrs.size() == 1 && attrs[0] >= 0 && attrs[0] < in[0].shape.ndim(), name, "axis ",
                attrs.empty() ? int64_t{-1} : attrs[0], " is out of range for a tensor of shape ", in[0].shape);
@@ -90,7 +90,7 @@ template <bool Log, Element T>
 GlobalTensor<T> softmax_impl(const GlobalTensor<T>& x, int64_t axis) {
   constexpr std::string_view name = SoftmaxDef<Log>::name;
   const int64_t n = x.shape().ndim();
-  SPSD_CHECK(is_floating_dtype(dtype_of<T>), name, "is defined for floating tensors only, x is ", dtype_of<T>,
+  SPSD_CHECK(is_floating(dtype_of<T>), name, "is defined for floating tensors only, x is ", dtype_of<T>,
              " of shape ", x.shape());
   SPSD_CHECK(axis >= -n && axis < n, name, "axis ", axis, " is out of range for a tensor of shape ", x.shape());
   const int64_t a = axis < 0 ? axis + n : axis;
