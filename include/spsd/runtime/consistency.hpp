@@ -57,4 +57,8 @@ CheckMode check_mode();
 // The number of ops a rank set may note before note_op checks by itself.
 inline constexpr size_t kMaxPendingOps = 256;
 
+// Rank sets up to this size compare their records point-to-point (a timeout names the missing
+// members); larger ones all-gather them (log n steps; under MPI a timeout cannot name them).
+inline constexpr int64_t kPointToPointMembers = 8;
+
 }  // namespace spsd::detail
