@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "spsd/comm/communicator.hpp"
+#include "spsd/runtime/device.hpp"
 
 namespace spsd::detail {
 
@@ -40,7 +41,14 @@ struct Context {
   std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> check_communicators;
   CommStats check_stats;
   std::shared_ptr<ConsistencyTable> consistency;  // created at the first note_op (shared_ptr: opaque here)
+  // The CUDA device, bound at the first use of a cuda placement. Declared last so it goes first:
+  // its communicators wrap or were bootstrapped by the host ones above.
+  std::unique_ptr<DeviceRuntime> device;
 };
+
+// Binds this rank's device (cuda/device_runtime.cu; src/device_none.cpp in builds without
+// CUDA, where it throws saying so). op names the caller in the error.
+std::unique_ptr<DeviceRuntime> make_device_runtime(Context& ctx, std::string_view op);
 
 Context* current_context();
 void set_current_context(Context* ctx);

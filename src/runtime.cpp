@@ -118,7 +118,10 @@ Runtime::~Runtime() {
 int rank() { return static_cast<int>(detail::context("rank").rank); }
 int world_size() { return static_cast<int>(detail::context("world_size").world_size); }
 int local_rank() { return static_cast<int>(detail::context("local_rank").local_rank); }
-void synchronize() { detail::context("synchronize"); }
+void synchronize() {
+  detail::Context& ctx = detail::context("synchronize");
+  if (ctx.device) ctx.device->synchronize();
+}
 
 CommStats comm_stats() { return detail::context("comm_stats").stats; }
 void reset_comm_stats() { detail::context("reset_comm_stats").stats = CommStats{}; }

@@ -37,20 +37,20 @@ StoragePtr run_all_to_all(const AxisGroup& g, DType dtype, const StoragePtr& in)
   std::vector<int64_t> sends = send_counts(g), recvs = recv_counts(g);
   std::vector<int64_t> send_displs = displacements(sends), recv_displs = displacements(recvs);
   const Box &mine = g.old_box(g.me), &target = g.new_box(g.me);
-  auto send_buf = staging(traffic::total(sends), dtype), recv_buf = staging(traffic::total(recvs), dtype);
+  auto send_buf = staging(traffic::total(sends), dtype, g.device), recv_buf = staging(traffic::total(recvs), dtype, g.device);
   for (int64_t m = 0; m < g.size(); ++m) {
     Box region = intersect(mine, g.new_box(m));
-    copy_region(in->data(), mine, send_buf.get() + send_displs[m] * elem, region, region, elem);
+    copy_region(in->data(), mine, send_buf.get() + send_displs[m] * elem, region, region, elem, g.device);
   }
   // Every member sees the whole pattern, so all agree on the uniform call when it applies.
   if (uniform_everywhere(g))
-    communicator(g.ranks).all_to_all(send_buf.get(), recv_buf.get(), sends[0], dtype);
+    communicator_for(g.ranks, g.device).all_to_all(send_buf.get(), recv_buf.get(), sends[0], dtype);
   else
-    communicator(g.ranks).all_to_all_v(send_buf.get(), sends, recv_buf.get(), recvs, dtype);
+    communicator_for(g.ranks, g.device).all_to_all_v(send_buf.get(), sends, recv_buf.get(), recvs, dtype);
   StoragePtr out = allocate(target, dtype, g.device);
   for (int64_t m = 0; m < g.size(); ++m) {
     Box region = intersect(g.old_box(m), target);
-    copy_region(recv_buf.get() + recv_displs[m] * elem, region, out->data(), target, region, elem);
+    copy_region(recv_buf.get() + recv_displs[m] * elem, region, out->data(), target, region, elem, g.device);
   }
   return out;
 }

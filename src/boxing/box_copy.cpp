@@ -3,12 +3,24 @@
 #include <cstring>
 #include <vector>
 
+#include "spsd/core/config.hpp"
 #include "spsd/core/reduce_op.hpp"
+#include "spsd/runtime/device.hpp"
+#if SPSD_HAVE_CUDA
+#include "spsd/kernel/cuda/copy.hpp"
+#endif
 
 namespace spsd::detail {
 
-void copy_region(const void* src, const Box& src_box, void* dst, const Box& dst_box, const Box& region, int64_t elem) {
+void copy_region(const void* src, const Box& src_box, void* dst, const Box& dst_box, const Box& region, int64_t elem,
+                 DeviceType device) {
   if (region.empty()) return;
+  if (device != DeviceType::kCPU) {
+#if SPSD_HAVE_CUDA
+    kernel::cuda::copy_box(src, src_box, dst, dst_box, region, elem, stream_for(device));
+    return;
+#endif
+  }
   const int64_t d = region.ndim();
   if (d == 0) {
     std::memcpy(dst, src, elem);
@@ -49,7 +61,13 @@ int64_t contiguous_offset(const Box& region, const Box& box) {
   return offset;
 }
 
-void fill_identity(void* dst, int64_t n, DType dtype, ReduceOp op) {
+void fill_identity(void* dst, int64_t n, DType dtype, ReduceOp op, DeviceType device) {
+  if (device != DeviceType::kCPU) {
+#if SPSD_HAVE_CUDA
+    kernel::cuda::fill_identity(dst, n, dtype, op, stream_for(device));
+    return;
+#endif
+  }
   visit_dtype(dtype, [&]<class T>() {
     T* p = static_cast<T*>(dst);
     std::fill(p, p + n, reduce_identity<T>(op));

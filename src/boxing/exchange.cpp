@@ -71,6 +71,8 @@ std::vector<Transfer> exchange_transfers(const Layout& from, const std::vector<B
 StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in) {
   const int64_t me = rank(), elem = size_of(dtype);
   const Layout &from = step.from, &to = step.to;
+  // to_layout moves data between memory spaces before or after boxing, so both sides share one.
+  const DeviceType device = to.placement.device_type();
   std::vector<int64_t> ranks = exchange_ranks(from, to);
   auto peer = [&](int64_t r) { return std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin(); };
   std::vector<Transfer> transfers = exchange_transfers(from, boxes_of(shape, from.placement, from.nd_sbp), to,
@@ -81,9 +83,9 @@ StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const
   Box new_box;
   if (to.placement.contains(me)) {
     new_box = box_of(shape, to.placement, to.nd_sbp, me);
-    out = allocate(new_box, dtype, to.placement.device_type());
+    out = allocate(new_box, dtype, device);
     if (!holds_partial_value(to.placement, to.nd_sbp, me))
-      fill_identity(out->data(), new_box.numel(), dtype, filler_op(to.placement, to.nd_sbp, me));
+      fill_identity(out->data(), new_box.numel(), dtype, filler_op(to.placement, to.nd_sbp, me), device);
   }
 
   // Regions that are one contiguous run travel straight from the input or into the output;
@@ -95,19 +97,19 @@ StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const
     if (t.src == me && t.dst != me && contiguous_offset(t.region, old_box) < 0) pack_elems += t.region.numel();
     if (t.dst == me && t.src != me && contiguous_offset(t.region, new_box) < 0) unpack_elems += t.region.numel();
   }
-  auto packed = staging(pack_elems, dtype), unpacked = staging(unpack_elems, dtype);
+  auto packed = staging(pack_elems, dtype, device), unpacked = staging(unpack_elems, dtype, device);
   std::vector<SendSpec> sends;
   std::vector<RecvSpec> recvs;
   std::vector<std::pair<const Transfer*, char*>> to_unpack;
   char *pack_at = packed.get(), *unpack_at = unpacked.get();
   for (const Transfer& t : transfers) {
     if (t.src == me && t.dst == me) {
-      copy_region(in->data(), old_box, out->data(), new_box, t.region, elem);
+      copy_region(in->data(), old_box, out->data(), new_box, t.region, elem, device);
     } else if (t.src == me) {
       int64_t offset = contiguous_offset(t.region, old_box);
       const char* data = static_cast<const char*>(in->data()) + offset * elem;
       if (offset < 0) {
-        copy_region(in->data(), old_box, pack_at, t.region, t.region, elem);
+        copy_region(in->data(), old_box, pack_at, t.region, t.region, elem, device);
         data = pack_at;
         pack_at += t.region.numel() * elem;
       }
@@ -123,8 +125,8 @@ StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const
       recvs.push_back({peer(t.src), data, t.region.numel()});
     }
   }
-  if (remote) communicator(ranks).send_recv(sends, recvs, dtype);
-  for (auto [t, data] : to_unpack) copy_region(data, t->region, out->data(), new_box, t->region, elem);
+  if (remote) communicator_for(ranks, device).send_recv(sends, recvs, dtype);
+  for (auto [t, data] : to_unpack) copy_region(data, t->region, out->data(), new_box, t->region, elem, device);
   return out;
 }
 

@@ -23,11 +23,11 @@ StoragePtr run_local_step(const AxisGroup& g, const Step& step, DType dtype, con
   const Box &old_box = g.old_box(g.me), &new_box = g.new_box(g.me);
   StoragePtr out = allocate(new_box, dtype, g.device);
   if (to.is_partial()) {
-    fill_identity(out->data(), new_box.numel(), dtype, to.reduce_op());
-    if (from.is_split()) copy_region(in->data(), old_box, out->data(), new_box, old_box, size_of(dtype));
+    fill_identity(out->data(), new_box.numel(), dtype, to.reduce_op(), g.device);
+    if (from.is_split()) copy_region(in->data(), old_box, out->data(), new_box, old_box, size_of(dtype), g.device);
     return out;  // B -> P(sum) off coordinate 0: the identity alone
   }
-  copy_region(in->data(), old_box, out->data(), new_box, new_box, size_of(dtype));  // B -> S(i)
+  copy_region(in->data(), old_box, out->data(), new_box, new_box, size_of(dtype), g.device);  // B -> S(i)
   return out;
 }
 

@@ -73,9 +73,13 @@ StoragePtr run_step(const Shape& shape, DType dtype, const Step& step, const Sto
 
 // Storage for a box that the caller writes in full (not zero-filled).
 StoragePtr allocate(const Box& box, DType dtype, DeviceType device);
-// A host staging buffer for packing, not zero-filled.
-inline std::unique_ptr<char[]> staging(int64_t elems, DType dtype) {
-  return std::make_unique_for_overwrite<char[]>(static_cast<size_t>(elems * size_of(dtype)));
+// A staging buffer for packing, in the memory space of the step's data, not zero-filled.
+struct Staging {
+  StoragePtr storage;
+  char* get() const { return storage ? static_cast<char*>(storage->data()) : nullptr; }
+};
+inline Staging staging(int64_t elems, DType dtype, DeviceType device) {
+  return {Storage::allocate_uninitialized(elems * size_of(dtype), device)};
 }
 
 }  // namespace spsd::detail

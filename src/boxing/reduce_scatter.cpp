@@ -17,17 +17,17 @@ StoragePtr run_reduce_scatter(const AxisGroup& g, DType dtype, ReduceOp op, cons
   for (int64_t m = 0; m < g.size(); ++m)
     in_order = in_order && (counts[m] == 0 || contiguous_offset(g.new_box(m), whole) == displs[m]);
   // Pack the members' pieces one after the other unless they already are.
-  std::unique_ptr<char[]> packed;
+  Staging packed;
   const void* send = in->data();
   if (!in_order) {
-    packed = staging(whole.numel(), dtype);
+    packed = staging(whole.numel(), dtype, g.device);
     for (int64_t m = 0; m < g.size(); ++m)
       copy_region(in->data(), whole, packed.get() + displs[m] * size_of(dtype), g.new_box(m), g.new_box(m),
-                  size_of(dtype));
+                  size_of(dtype), g.device);
     send = packed.get();
   }
   StoragePtr out = allocate(g.new_box(g.me), dtype, g.device);
-  communicator(g.ranks).reduce_scatter_v(send, out->data(), counts, dtype, op);
+  communicator_for(g.ranks, g.device).reduce_scatter_v(send, out->data(), counts, dtype, op);
   return out;
 }
 

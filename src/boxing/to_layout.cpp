@@ -4,6 +4,7 @@
 
 #include "spsd/boxing/planner.hpp"
 #include "spsd/runtime/consistency.hpp"
+#include "spsd/runtime/device.hpp"
 #include "spsd/runtime/log.hpp"
 #include "spsd/tensor/global_tensor.hpp"
 
@@ -14,8 +15,35 @@ void check_global_layout(std::string_view op, const Shape& shape, const Placemen
   check_placement(op, placement);
 }
 
+namespace {
+
+Placement on_device(const Placement& p, DeviceType device) {
+  return Placement(to_string(device), p.ranks(), p.mesh());
+}
+
+// This rank's piece moved to another memory space (no communication).
+GlobalData moved(const GlobalData& in, DeviceType device) {
+  GlobalData out{in.shape, in.dtype, on_device(in.placement, device), in.nd_sbp, nullptr};
+  if (in.local) {
+    const int64_t bytes = in.local->bytes();
+    out.local = Storage::allocate_uninitialized(bytes, device);
+    copy_bytes(out.local->data(), device, in.local->data(), in.local->device_type(), bytes);
+  }
+  return out;
+}
+
+}  // namespace
+
 GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdSbp& nd_sbp) {
   check_global_layout("to_global", in.shape, placement, nd_sbp);
+  // Between cpu and cuda: each rank copies its piece to the host, the boxing runs among host
+  // buffers, and the target ranks copy their pieces to the device. The copies are local, so the
+  // traffic is that of the host boxing; the device side never meets MPI.
+  if (in.placement.device_type() != placement.device_type()) {
+    const GlobalData host = in.placement.device_type() == DeviceType::kCPU ? in : moved(in, DeviceType::kCPU);
+    GlobalData boxed = to_layout(host, on_device(placement, DeviceType::kCPU), nd_sbp);
+    return placement.device_type() == DeviceType::kCPU ? boxed : moved(boxed, placement.device_type());
+  }
   const int64_t me = rank();
   GlobalData out{in.shape, in.dtype, placement, nd_sbp, nullptr};
   bool in_from = in.placement.contains(me), in_to = placement.contains(me);

@@ -106,7 +106,8 @@ GlobalTensor<T> build_layout(const Tensor<T>& whole, const Layout& layout) {
   if (!layout.placement.contains(me)) return GlobalTensor<T>(whole.shape(), layout.placement, layout.nd_sbp, Tensor<T>());
   Box box = box_of(whole.shape(), layout.placement, layout.nd_sbp, me);
   std::vector<T> v = partial_values(values_in(whole, box), box, whole.shape(), layout, me);
-  return GlobalTensor<T>(whole.shape(), layout.placement, layout.nd_sbp, Tensor<T>::from_vector(box.shape(), v));
+  return GlobalTensor<T>(whole.shape(), layout.placement, layout.nd_sbp,
+                         Tensor<T>::from_vector(box.shape(), v, layout.placement.device_type()));
 }
 
 template <class T>
@@ -127,7 +128,7 @@ void check_boxing(const Tensor<T>& whole, const Layout& from, const Layout& to, 
     if (!(y.to_local().shape() == box.shape()))
       failures.add(what + ": local shape " + y.to_local().shape().to_string() + ", expected " + box.shape().to_string());
     else
-      expect_elements(failures, what, y.to_local().data(), values_in(whole, box));
+      expect_elements(failures, what, y.to_local().to_vector().data(), values_in(whole, box));
   }
 
   // Bytes: the lower bound between S/B layouts, the plan's prediction when partial values move.

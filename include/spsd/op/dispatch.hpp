@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "spsd/kernel/any_device.hpp"
 #include "spsd/op/resolve.hpp"
 #include "spsd/tensor/global_tensor.hpp"
 
@@ -73,6 +74,7 @@ struct KernelArgs {
   const Box& out_box;
   const TensorMeta& out_global;
   const NdSignature& signature;
+  kernel::Target target;    // where the pieces live and the kernel runs
   template <Element T>
   const T* in(size_t i) const { return inputs[i].as<T>(); }
   template <Element T>
@@ -152,7 +154,8 @@ GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = 
   Shape out_shape = out_box.shape();
   Tensor<T> out(out_shape, Storage::allocate_uninitialized(out_shape.numel() * static_cast<int64_t>(sizeof(T)),
                                                            r.placement.device_type()));
-  KernelArgs args{attrs, scalar, locals, out.data(), out_shape, out_box, r.output, sig};
+  KernelArgs args{attrs, scalar, locals, out.data(), out_shape, out_box, r.output, sig,
+                  kernel::Target::of(r.placement.device_type())};
   if constexpr (requires { Op::template first_bad_element<T>(args); }) {
     // Only the ranks that hold a bad value see it; throwing there alone would leave the others
     // waiting in their next collective. So the ranks agree first, and all throw alike.

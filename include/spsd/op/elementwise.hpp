@@ -8,7 +8,7 @@
 #include <concepts>
 #include <string_view>
 
-#include "spsd/kernel/cpu/elementwise.hpp"
+#include "spsd/kernel/any_device.hpp"
 #include "spsd/op/broadcast.hpp"
 #include "spsd/op/dispatch.hpp"
 
@@ -25,8 +25,9 @@ inline const Sbp& mirrored(const Sbp& s) { return s == sbp::partial_max ? sbp::p
 // index of the first zero among this rank's divisor elements, or -1. Integers only: floats
 // divide by zero to inf or NaN, as IEEE says, and pay no agreement collective.
 template <std::integral T>
-int64_t first_zero_divisor(const LocalInput& divisor) {
-  const T* d = divisor.as<T>();
+int64_t first_zero_divisor(const kernel::Target& target, const LocalInput& divisor) {
+  std::vector<T> scratch;
+  const T* d = kernel::host_view(target, divisor.as<T>(), divisor.shape.numel(), scratch);
   for (int64_t i = 0, n = divisor.shape.numel(); i < n; ++i)
     if (d[i] == 0) return divisor.global_index(i);
   return -1;
@@ -75,14 +76,14 @@ struct BinaryDef {
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    kernel::cpu::binary<T>(K, k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape, k.out_as<T>(),
+    kernel::binary<T>(k.target, K, k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape, k.out_as<T>(),
                            k.out_shape);
   }
 
   template <Element T>
     requires(K == BinaryOp::kDiv && std::is_integral_v<T>)
   static int64_t first_bad_element(const KernelArgs& k) {
-    return first_zero_divisor<T>(k.inputs[1]);
+    return first_zero_divisor<T>(k.target, k.inputs[1]);
   }
   static std::string bad_element_error(const Resolution& r, int64_t index) { return zero_divisor_error(r, 1, index); }
 };
@@ -120,7 +121,7 @@ struct ScalarDef {
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    kernel::cpu::binary_scalar<T>(K, k.in<T>(0), k.scalar.as<T>(), k.out_as<T>(), k.out_shape.numel(), ScalarFirst);
+    kernel::binary_scalar<T>(k.target, K, k.in<T>(0), k.scalar.as<T>(), k.out_as<T>(), k.out_shape.numel(), ScalarFirst);
   }
 
   // s / x: x is the divisor (x / 0 fails alike on every rank in the kernel: the scalar is the
@@ -128,7 +129,7 @@ struct ScalarDef {
   template <Element T>
     requires(K == BinaryOp::kDiv && ScalarFirst && std::is_integral_v<T>)
   static int64_t first_bad_element(const KernelArgs& k) {
-    return first_zero_divisor<T>(k.inputs[0]);
+    return first_zero_divisor<T>(k.target, k.inputs[0]);
   }
   static std::string bad_element_error(const Resolution& r, int64_t index) { return zero_divisor_error(r, 0, index); }
 };
@@ -160,7 +161,7 @@ struct UnaryDef {
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    kernel::cpu::unary<T>(K, k.in<T>(0), k.out_as<T>(), k.out_shape.numel());
+    kernel::unary<T>(k.target, K, k.in<T>(0), k.out_as<T>(), k.out_shape.numel());
   }
 };
 

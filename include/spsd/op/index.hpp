@@ -30,7 +30,7 @@
 // the group writes NaN. Check indices beforehand (e.g. with max/min of the indices) when NaN is not wanted.
 #include <limits>
 
-#include "spsd/kernel/cpu/index.hpp"
+#include "spsd/kernel/any_device.hpp"
 #include "spsd/op/dispatch.hpp"
 
 namespace spsd {
@@ -72,12 +72,10 @@ struct EmbeddingDef {
     const int64_t n = idx.shape.numel();
     const int64_t* indices = idx.as<int64_t>();
     T* out = k.out_as<T>();
-    kernel::cpu::embedding<T>(w.as<T>(), row_begin, rows, dim, indices, n, out);
-    if (row_begin != 0) return;
-    const int64_t V = w.global->shape[0];
-    for (int64_t i = 0; i < n; ++i)
-      if (indices[i] < 0 || indices[i] >= V)
-        for (int64_t j = 0; j < dim; ++j) out[i * dim + j] = std::numeric_limits<T>::quiet_NaN();
+    kernel::embedding<T>(k.target, w.as<T>(), row_begin, rows, dim, indices, n, out);
+    // Out-of-range indices give NaN rows (a documented result: checking would cost a collective),
+    // written by the rank holding the first rows only, so the NaN survives a P(sum) of the pieces.
+    if (row_begin == 0) kernel::mark_out_of_range<T>(k.target, indices, n, w.global->shape[0], dim, out);
   }
 };
 
@@ -110,11 +108,8 @@ struct PickDef {
     const int64_t n = x.shape[0], c = x.shape[1], c_begin = x.box.begin[1];
     const int64_t* labels = lab.as<int64_t>();
     T* out = k.out_as<T>();
-    kernel::cpu::pick<T>(x.as<T>(), n, c_begin, c, labels, out);
-    if (c_begin != 0) return;
-    const int64_t C = x.global->shape[1];
-    for (int64_t i = 0; i < n; ++i)
-      if (labels[i] < 0 || labels[i] >= C) out[i] = std::numeric_limits<T>::quiet_NaN();
+    kernel::pick<T>(k.target, x.as<T>(), n, c_begin, c, labels, out);
+    if (c_begin == 0) kernel::mark_out_of_range<T>(k.target, labels, n, x.global->shape[1], 1, out);
   }
 };
 

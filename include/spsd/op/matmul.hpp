@@ -3,7 +3,7 @@
 // Signatures (seeds 000/001, plus batch splits):
 //   S(m) x B -> S(m)       B x S(n) -> S(n)       S(k) x S(k) -> P(sum)
 //   P(sum) x B -> P(sum)   B x P(sum) -> P(sum)   S(batch) x S(batch) -> S(batch)   B x B -> B
-#include "spsd/kernel/cpu/gemm.hpp"
+#include "spsd/kernel/any_device.hpp"
 #include "spsd/op/broadcast.hpp"
 #include "spsd/op/dispatch.hpp"
 
@@ -53,7 +53,7 @@ struct MatmulDef {
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    kernel::cpu::matmul<T>(k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape, k.out_as<T>(), k.out_shape);
+    kernel::matmul<T>(k.target, k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape, k.out_as<T>(), k.out_shape);
   }
 
  private:

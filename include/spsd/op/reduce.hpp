@@ -23,7 +23,7 @@
 #include <string>
 #include <vector>
 
-#include "spsd/kernel/cpu/reduce.hpp"
+#include "spsd/kernel/any_device.hpp"
 #include "spsd/op/dispatch.hpp"
 
 namespace spsd {
@@ -102,13 +102,13 @@ struct ReduceDef {
     const std::vector<int64_t> axes = axes_of(k.attrs);
     const T* x = k.in<T>(0);
     T* out = k.out_as<T>();
-    kernel::cpu::reduce<T>(R, x, k.inputs[0].shape, std::span<const int64_t>(axes), out);
+    kernel::reduce<T>(k.target, R, x, k.inputs[0].shape, std::span<const int64_t>(axes), out);
     if constexpr (Mean) {
       if constexpr (std::is_floating_point_v<T>) {
         int64_t count = 1;
         for (int64_t a : axes) count *= k.inputs[0].global->shape[a];
         // count 0: factor inf, and 0 * inf = NaN, the mean of nothing.
-        kernel::cpu::scale<T>(out, k.out_shape.numel(), T(1) / static_cast<T>(count));
+        kernel::scale<T>(k.target, out, k.out_shape.numel(), T(1) / static_cast<T>(count));
       }
     }
   }

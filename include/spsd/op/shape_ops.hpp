@@ -29,7 +29,7 @@
 #include <string>
 #include <vector>
 
-#include "spsd/kernel/cpu/permute.hpp"
+#include "spsd/kernel/any_device.hpp"
 #include "spsd/layout/split.hpp"
 #include "spsd/op/dispatch.hpp"
 
@@ -117,7 +117,7 @@ struct PermuteLike {
     const std::vector<int64_t> perm = perm_of(k.inputs[0].global->shape, k.attrs);
     SPSD_CHECK(permuted(k.inputs[0].shape, perm) == k.out_shape, name, "piece of ", k.inputs[0].shape,
                " does not permute to the output piece ", k.out_shape, " (signature ", k.signature, ")");
-    kernel::cpu::permute<T>(k.in<T>(0), k.inputs[0].shape, perm, k.out_as<T>());
+    kernel::permute<T>(k.target, k.in<T>(0), k.inputs[0].shape, perm, k.out_as<T>());
   }
 };
 
@@ -248,7 +248,7 @@ struct ReshapeDef {
     const int64_t n = k.out_shape.numel();
     SPSD_CHECK(k.inputs[0].shape.numel() == n, name, "piece of ", k.inputs[0].shape, " cannot fill a piece of ",
                k.out_shape, " (signature ", k.signature, ")");
-    if (n > 0) std::memcpy(k.out, k.inputs[0].data, static_cast<size_t>(n) * sizeof(T));
+    if (n > 0) detail::copy_bytes(k.out, k.target.device, k.inputs[0].data, k.target.device, n * static_cast<int64_t>(sizeof(T)));
   }
 };
 
@@ -292,7 +292,7 @@ struct SliceDef {
     const int64_t axis = axis_of(k.inputs[0].global->shape, k.attrs);
     std::vector<int64_t> src_begin(xs.ndim(), 0), dst_begin(xs.ndim(), 0);
     src_begin[axis] = k.attrs[1];
-    kernel::cpu::copy_region<T>(k.in<T>(0), xs, src_begin, k.out_as<T>(), k.out_shape, dst_begin, k.out_shape);
+    kernel::copy_region<T>(k.target, k.in<T>(0), xs, src_begin, k.out_as<T>(), k.out_shape, dst_begin, k.out_shape);
   }
 };
 
@@ -338,7 +338,7 @@ struct ConcatDef {
     const int64_t axis = normalize_axis(name, "axis", k.attrs[0], k.out_global.shape);
     std::vector<int64_t> src_begin(k.out_shape.ndim(), 0), dst_begin(k.out_shape.ndim(), 0);
     for (const LocalInput& x : k.inputs) {
-      kernel::cpu::copy_region<T>(x.as<T>(), x.shape, src_begin, k.out_as<T>(), k.out_shape, dst_begin, x.shape);
+      kernel::copy_region<T>(k.target, x.as<T>(), x.shape, src_begin, k.out_as<T>(), k.out_shape, dst_begin, x.shape);
       dst_begin[axis] += x.shape[axis];
     }
   }

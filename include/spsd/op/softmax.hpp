@@ -34,7 +34,7 @@
 //    3/4 * 16000 = 12000 B: C / 4 times fewer bytes, in 2 small collectives.
 #include <string>
 
-#include "spsd/kernel/cpu/softmax.hpp"
+#include "spsd/kernel/any_device.hpp"
 #include "spsd/op/elementwise.hpp"
 #include "spsd/op/reduce.hpp"
 
@@ -68,7 +68,7 @@ struct SoftmaxDef {
   template <Element T>
   static void kernel(const KernelArgs& k) {
     if constexpr (std::is_floating_point_v<T>)
-      kernel::cpu::softmax<T>(k.in<T>(0), k.inputs[0].shape, k.attrs[0], k.out_as<T>(), Log);
+      kernel::softmax<T>(k.target, k.in<T>(0), k.inputs[0].shape, k.attrs[0], k.out_as<T>(), Log);
   }
 };
 

@@ -27,13 +27,14 @@ GlobalTensor<T> generate(std::string_view op, const Shape& shape, const Placemen
                                                                 std::string(to_string(dtype_of<T>)) + " " +
                                                                 nd_sbp.to_string() + ") on " + placement.to_string()));
   Box box = box_of(shape, placement, nd_sbp, me);
-  Tensor<T> local(box.shape(), placement.device_type());
+  // Computed on the host and copied to a device in one transfer: the values are those of a cpu
+  // placement bit for bit (randn's log and cos included), whatever the device.
+  Tensor<T> local = Tensor<T>(box.shape(), Storage::allocate_uninitialized(box.numel() * static_cast<int64_t>(sizeof(T)),
+                                                                           DeviceType::kCPU));
   T* out = local.data();
   if (!holds_partial_value(placement, nd_sbp, me)) {
     std::fill(out, out + box.numel(), reduce_identity<T>(filler_op(placement, nd_sbp, me)));
-    return GlobalTensor<T>(shape, placement, nd_sbp, std::move(local));
-  }
-  if (box.numel() > 0) {
+  } else if (box.numel() > 0) {
     // Rows of the innermost axis are contiguous in both the box and the global index space.
     const int64_t d = shape.ndim(), row = d ? box.shape()[d - 1] : 1;
     std::vector<int64_t> strides = contiguous_strides(shape), idx(box.begin);
@@ -44,7 +45,7 @@ GlobalTensor<T> generate(std::string_view op, const Shape& shape, const Placemen
       for (int64_t k = d - 2; k >= 0 && ++idx[k] == box.end[k]; --k) idx[k] = box.begin[k];
     }
   }
-  return GlobalTensor<T>(shape, placement, nd_sbp, std::move(local));
+  return GlobalTensor<T>(shape, placement, nd_sbp, local.to(placement.device_type()));
 }
 
 // The local shapes of every rank of the placement, gathered over its communicator.
@@ -92,8 +93,9 @@ GlobalTensor<T> randn(const Shape& shape, const Placement& placement, const NdSb
 
 // Every rank of the placement passes the same whole tensor (checked); each keeps its part.
 template <Element T>
-GlobalTensor<T> from_host(const Tensor<T>& whole, const Placement& placement, const NdSbp& nd_sbp) {
-  detail::check_global_layout("from_host", whole.shape(), placement, nd_sbp);
+GlobalTensor<T> from_host(const Tensor<T>& given, const Placement& placement, const NdSbp& nd_sbp) {
+  detail::check_global_layout("from_host", given.shape(), placement, nd_sbp);
+  const Tensor<T> whole = given.to(DeviceType::kCPU);
   if (placement.contains(rank()))
     detail::check_same_on_all_ranks("from_host", placement, whole.shape(), whole.data(), whole.numel() * sizeof(T));
   const T* data = whole.data();
@@ -109,7 +111,7 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
              ", so it cannot infer the global shape: pass global_shape");
   std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape());
   Shape global = detail::infer_global_shape("to_global", placement, nd_sbp, locals);
-  return GlobalTensor<T>(global, placement, nd_sbp, local);
+  return GlobalTensor<T>(global, placement, nd_sbp, local.to(placement.device_type()));
 }
 
 template <Element T>
@@ -119,7 +121,7 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
   if (!placement.contains(rank())) return GlobalTensor<T>(global_shape, placement, nd_sbp, Tensor<T>());
   std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape());
   detail::check_local_shapes("to_global", global_shape, placement, nd_sbp, locals);
-  return GlobalTensor<T>(global_shape, placement, nd_sbp, local);
+  return GlobalTensor<T>(global_shape, placement, nd_sbp, local.to(placement.device_type()));
 }
 
 }  // namespace spsd

@@ -54,10 +54,10 @@ class GlobalTensor {
   GlobalTensor to_global(const NdSbp& nd_sbp) const { return to_global(placement_, nd_sbp); }
 
   // Collective over the placement: the whole logical tensor on every rank of it (undefined
-  // elsewhere), as OneFlow's numpy().
+  // elsewhere), as OneFlow's numpy(); in host memory whatever the placement's device.
   Tensor<T> full() const {
     NdSbp all_broadcast(std::vector<Sbp>(placement_.mesh().ndim(), sbp::broadcast));
-    return to_global(placement_, all_broadcast).to_local();
+    return to_global(placement_, all_broadcast).to_local().to(DeviceType::kCPU);
   }
 
   detail::GlobalData data() const { return {shape_, dtype_of<T>, placement_, nd_sbp_, local_.storage()}; }

@@ -1,6 +1,7 @@
 #pragma once
 // Storage: a reference-counted byte buffer in one memory space. Layout lives in Tensor;
-// memory space lives here, so a device allocator slots in without touching tensors.
+// memory space lives here: host memory is aligned_alloc'd, device memory comes from the rank's
+// caching allocator (runtime/device.hpp).
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -10,6 +11,7 @@
 #include "spsd/core/config.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/layout/placement.hpp"
+#include "spsd/runtime/device.hpp"
 
 namespace spsd {
 
@@ -18,37 +20,47 @@ class Storage {
   // Zero-filled bytes in the given memory space.
   static std::shared_ptr<Storage> allocate(int64_t bytes, DeviceType device) {
     auto s = allocate_uninitialized(bytes, device);
-    std::memset(s->data(), 0, static_cast<size_t>(bytes));
+    if (device == DeviceType::kCPU) std::memset(s->data(), 0, static_cast<size_t>(bytes));
+    else detail::zero_bytes(s->data(), device, bytes);
     return s;
   }
 
-  // For buffers the caller writes in full (boxing outputs): no zero-fill pass.
+  // For buffers the caller writes in full (boxing outputs): no zero-fill pass. Device memory
+  // comes from the rank's caching allocator (spsd::Error when no device is usable).
   static std::shared_ptr<Storage> allocate_uninitialized(int64_t bytes, DeviceType device) {
     SPSD_CHECK(bytes >= 0, "Storage::allocate", "bytes must be non-negative, got ", bytes);
-    SPSD_CHECK(device == DeviceType::kCPU, "Storage::allocate",
-               SPSD_HAVE_CUDA ? "cuda tensors are not available yet in this version of spsd (host storage only)"
-                              : "cuda tensors need spsd built with CUDA (this build has none)");
     return std::shared_ptr<Storage>(new Storage(bytes, device));
   }
 
-  void* data() { return data_.get(); }
-  const void* data() const { return data_.get(); }
+  ~Storage() {
+    if (device_ == DeviceType::kCPU) std::free(data_);
+    else if (owner_) owner_->free(data_);
+  }
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() { return data_; }
+  const void* data() const { return data_; }
   int64_t bytes() const { return bytes_; }
   DeviceType device_type() const { return device_; }
 
  private:
   static constexpr size_t kAlignment = 64;  // a cache line; also what AVX-512 loads like
-  struct Free {
-    void operator()(std::byte* p) const { std::free(p); }
-  };
   Storage(int64_t bytes, DeviceType device) : bytes_(bytes), device_(device) {
-    size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
-    data_.reset(static_cast<std::byte*>(std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment)));
-    SPSD_CHECK(data_ != nullptr, "Storage::allocate", "out of host memory allocating ", bytes, " bytes");
+    if (device == DeviceType::kCPU) {
+      size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
+      data_ = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
+      SPSD_CHECK(data_ != nullptr, "Storage::allocate", "out of host memory allocating ", bytes, " bytes");
+    } else {
+      detail::DeviceBlock block = detail::allocate_device_block(bytes);
+      data_ = block.data;
+      owner_ = std::move(block.owner);
+    }
   }
-  std::unique_ptr<std::byte, Free> data_;
+  void* data_ = nullptr;
   int64_t bytes_;
   DeviceType device_;
+  std::shared_ptr<DeviceAllocator> owner_;  // device memory only: where the block goes back
 };
 
 }  // namespace spsd

@@ -29,8 +29,9 @@ class Tensor {
   static Tensor from_vector(Shape shape, std::vector<T> values, DeviceType device = DeviceType::kCPU) {
     SPSD_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "Tensor::from_vector", "shape ", shape,
                " needs ", shape.numel(), " values, got ", values.size());
-    Tensor t(std::move(shape), device);
-    std::copy(values.begin(), values.end(), t.data());
+    const int64_t bytes = shape.numel() * static_cast<int64_t>(sizeof(T));
+    Tensor t(std::move(shape), Storage::allocate_uninitialized(bytes, device));
+    detail::copy_bytes(t.data(), device, values.data(), DeviceType::kCPU, bytes);
     return t;
   }
 
@@ -42,12 +43,26 @@ class Tensor {
   T* data() { return storage_ ? static_cast<T*>(storage_->data()) : nullptr; }
   const T* data() const { return storage_ ? static_cast<const T*>(storage_->data()) : nullptr; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
-  std::vector<T> to_vector() const { return std::vector<T>(data(), data() + numel()); }
+  // A host copy; for device memory it waits for the kernels that write it.
+  std::vector<T> to_vector() const {
+    if (device_type() == DeviceType::kCPU) return std::vector<T>(data(), data() + numel());
+    std::vector<T> host(static_cast<size_t>(numel()));
+    detail::copy_bytes(host.data(), DeviceType::kCPU, data(), device_type(), numel() * static_cast<int64_t>(sizeof(T)));
+    return host;
+  }
+  // This tensor in another memory space (itself when it is there already).
+  Tensor to(DeviceType device) const {
+    if (device == device_type() || !storage_) return *this;
+    const int64_t bytes = numel() * static_cast<int64_t>(sizeof(T));
+    Tensor t(shape_, Storage::allocate_uninitialized(bytes, device));
+    detail::copy_bytes(t.data(), device, data(), device_type(), bytes);
+    return t;
+  }
 
   friend std::ostream& operator<<(std::ostream& os, const Tensor& t) {
-    os << "Tensor" << t.shape_ << " [";
-    const T* p = t.data();
-    for (int64_t i = 0; i < t.numel(); ++i) os << (i ? ", " : "") << p[i];
+    os << "Tensor" << t.shape_ << (t.device_type() == DeviceType::kCUDA ? " cuda" : "") << " [";
+    const std::vector<T> values = t.to_vector();
+    for (size_t i = 0; i < values.size(); ++i) os << (i ? ", " : "") << values[i];
     return os << "]";
   }
 

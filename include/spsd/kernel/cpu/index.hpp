@@ -2,8 +2,10 @@
 // Index kernels for vocabulary/class-parallel layers: each rank holds a contiguous range of
 // rows (embedding) or classes (cross-entropy) and contributes zeros for indices it does not
 // hold, so the per-rank results sum to the full answer: P(sum).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 
 #include "spsd/core/dtype.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
@@ -36,6 +38,14 @@ void pick(const T* x, int64_t n, int64_t c_begin, int64_t c, const int64_t* labe
     const int64_t j = labels[i] - c_begin;
     out[i] = (j >= 0 && j < c) ? x[i * c + j] : T{0};
   }
+}
+
+// Rows i of out (n rows of width elements) whose index lies outside [0, bound) become NaN
+// (0 for integers): the documented result of an out-of-range index.
+template <Element T>
+void mark_out_of_range(const int64_t* indices, int64_t n, int64_t bound, int64_t width, T* out) {
+  for (int64_t i = 0; i < n; ++i)
+    if (indices[i] < 0 || indices[i] >= bound) std::fill_n(out + i * width, width, std::numeric_limits<T>::quiet_NaN());
 }
 
 }  // namespace spsd::kernel::cpu

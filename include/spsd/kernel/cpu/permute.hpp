@@ -36,8 +36,15 @@ void transpose_2d(const T* in, int64_t ld, T* out, int64_t rows, int64_t cols) {
 // out = x with axes reordered: out.shape[i] = x_shape[perm[i]], out dense. Axes that stay
 // neighbours are merged first, so (b, m, n) -> (b, n, m) is a batch of 2-d transposes and a
 // perm that keeps the last axis copies contiguous runs.
-template <Element T>
-void permute(const T* x, const Shape& x_shape, std::span<const int64_t> perm, T* out) {
+namespace detail {
+
+// A permute as the output's dims (in output order) with their input strides, after dropping
+// extents of 1 and merging axes adjacent in both orders; shared with the CUDA kernel. Throws
+// unless perm is a permutation of x_shape's axes.
+struct PermutePlan {
+  std::vector<int64_t> dims, strides;
+};
+inline PermutePlan plan_permute(const Shape& x_shape, std::span<const int64_t> perm) {
   const int64_t r = x_shape.ndim();
   std::vector<bool> seen(r, false);
   bool ok = static_cast<int64_t>(perm.size()) == r;
@@ -47,23 +54,45 @@ void permute(const T* x, const Shape& x_shape, std::span<const int64_t> perm, T*
   }
   SPSD_CHECK(ok, "permute", "perm ", ::spsd::detail::join({perm.begin(), perm.end()}),
              " is not a permutation of the axes of ", x_shape);
-  const int64_t n = x_shape.numel();
-  if (n == 0) return;
-
-  // Out-order dims with their input strides; drop 1s, merge axes adjacent in both orders.
   const std::vector<int64_t> xs = contiguous_strides(x_shape);
-  std::vector<int64_t> dims, strides;
+  PermutePlan p;
   for (int64_t i = 0; i < r; ++i) {
     const int64_t d = x_shape[perm[i]], s = xs[perm[i]];
     if (d == 1) continue;
-    if (!dims.empty() && strides.back() == s * d) {
-      dims.back() *= d;
-      strides.back() = s;
+    if (!p.dims.empty() && p.strides.back() == s * d) {
+      p.dims.back() *= d;
+      p.strides.back() = s;
     } else {
-      dims.push_back(d);
-      strides.push_back(s);
+      p.dims.push_back(d);
+      p.strides.push_back(s);
     }
   }
+  return p;
+}
+
+// Throws unless the extent box fits at src_begin in src_shape and at dst_begin in dst_shape.
+inline void check_copy_region(const Shape& src_shape, std::span<const int64_t> src_begin, const Shape& dst_shape,
+                              std::span<const int64_t> dst_begin, const Shape& extent) {
+  const int64_t r = extent.ndim();
+  SPSD_CHECK(src_shape.ndim() == r && dst_shape.ndim() == r && static_cast<int64_t>(src_begin.size()) == r &&
+                 static_cast<int64_t>(dst_begin.size()) == r,
+             "copy_region", "ranks differ: src ", src_shape, ", dst ", dst_shape, ", extent ", extent);
+  for (int64_t d = 0; d < r; ++d) {
+    SPSD_CHECK(src_begin[d] >= 0 && src_begin[d] + extent[d] <= src_shape[d] && dst_begin[d] >= 0 &&
+                   dst_begin[d] + extent[d] <= dst_shape[d],
+               "copy_region", "box of extent ", extent, " at ", ::spsd::detail::join({src_begin.begin(), src_begin.end()}),
+               " in ", src_shape, " -> at ", ::spsd::detail::join({dst_begin.begin(), dst_begin.end()}), " in ",
+               dst_shape, " is out of bounds");
+  }
+}
+
+}  // namespace detail
+
+template <Element T>
+void permute(const T* x, const Shape& x_shape, std::span<const int64_t> perm, T* out) {
+  const auto [dims, strides] = detail::plan_permute(x_shape, perm);
+  const int64_t n = x_shape.numel();
+  if (n == 0) return;
   const int64_t k = static_cast<int64_t>(dims.size());
   if (k <= 1) {  // identity after merging (k == 1 means one dim of stride 1)
     std::memcpy(out, x, static_cast<size_t>(n) * sizeof(T));
@@ -101,17 +130,8 @@ void permute(const T* x, const Shape& x_shape, std::span<const int64_t> perm, T*
 template <Element T>
 void copy_region(const T* src, const Shape& src_shape, std::span<const int64_t> src_begin, T* dst,
                  const Shape& dst_shape, std::span<const int64_t> dst_begin, const Shape& extent) {
+  detail::check_copy_region(src_shape, src_begin, dst_shape, dst_begin, extent);
   const int64_t r = extent.ndim();
-  SPSD_CHECK(src_shape.ndim() == r && dst_shape.ndim() == r && static_cast<int64_t>(src_begin.size()) == r &&
-                 static_cast<int64_t>(dst_begin.size()) == r,
-             "copy_region", "ranks differ: src ", src_shape, ", dst ", dst_shape, ", extent ", extent);
-  for (int64_t d = 0; d < r; ++d) {
-    SPSD_CHECK(src_begin[d] >= 0 && src_begin[d] + extent[d] <= src_shape[d] && dst_begin[d] >= 0 &&
-                   dst_begin[d] + extent[d] <= dst_shape[d],
-               "copy_region", "box of extent ", extent, " at ", ::spsd::detail::join({src_begin.begin(), src_begin.end()}),
-               " in ", src_shape, " -> at ", ::spsd::detail::join({dst_begin.begin(), dst_begin.end()}), " in ",
-               dst_shape, " is out of bounds");
-  }
   if (extent.numel() == 0) return;
   if (r == 0) {
     dst[0] = src[0];

@@ -1,0 +1,130 @@
+// A rank's CUDA device: bound as local_rank % device_count at the first use of a cuda placement,
+// with a compute and a communication stream, a caching allocator, and one device communicator
+// per rank set (NCCL when every member has its own GPU, host-staged otherwise).
+#include <cuda_runtime.h>
+
+#include <map>
+
+#include "../src/context.hpp"
+#include "../src/cuda_probe.hpp"
+#include "device_streams.hpp"
+#include "gpu_identity.hpp"
+#include "host_staged_communicator.hpp"
+#include "nccl_communicator.hpp"
+#include "spsd/core/error.hpp"
+#include "spsd/runtime/runtime.hpp"
+
+namespace spsd::detail {
+
+namespace {
+
+void check_cuda(cudaError_t err, std::string_view op, std::string_view what) {
+  if (err == cudaSuccess) return;
+  cudaGetLastError();  // clear a non-sticky error so later calls do not report it again
+  throw_error(op, what, ": CUDA error ", cudaGetErrorName(err), ": ", cudaGetErrorString(err));
+}
+
+class CudaRawMemory final : public RawDeviceMemory {
+ public:
+  explicit CudaRawMemory(int device) : device_(device) {}
+  void* allocate(int64_t bytes) override {
+    check_cuda(cudaSetDevice(device_), "device allocate", "cudaSetDevice");
+    void* p = nullptr;
+    cudaError_t err = cudaMalloc(&p, static_cast<size_t>(bytes));
+    if (err == cudaErrorMemoryAllocation) {
+      cudaGetLastError();
+      return nullptr;  // the allocator frees its cache and retries
+    }
+    check_cuda(err, "device allocate", concat("cudaMalloc of ", bytes, " bytes on ", name()));
+    return p;
+  }
+  void release(void* p) override {
+    // Blocks may be released at process exit after the driver unloaded: nothing to report then.
+    cudaSetDevice(device_);
+    cudaFree(p);
+    cudaGetLastError();
+  }
+  std::string name() const override { return "cuda:" + std::to_string(device_); }
+
+ private:
+  int device_;
+};
+
+class CudaDeviceRuntime final : public DeviceRuntime {
+ public:
+  CudaDeviceRuntime(Context& ctx, std::string_view op) : ctx_(ctx) {
+    const CudaProbe probe = probe_cuda();
+    SPSD_CHECK(probe.device_count > 0, op, "cuda tensors need a usable CUDA device: ", probe.problem);
+    streams_.device = static_cast<int>(ctx.local_rank % probe.device_count);
+    check_cuda(cudaSetDevice(streams_.device), op, concat("binding rank ", ctx.rank, " to device ", streams_.device));
+    // Non-blocking: the legacy default stream must not serialize our streams with each other.
+    check_cuda(cudaStreamCreateWithFlags(&streams_.compute, cudaStreamNonBlocking), op, "creating the compute stream");
+    check_cuda(cudaStreamCreateWithFlags(&streams_.comm, cudaStreamNonBlocking), op, "creating the communication stream");
+    allocator_ = std::make_shared<DeviceAllocator>(std::make_unique<CudaRawMemory>(streams_.device));
+  }
+
+  ~CudaDeviceRuntime() override {
+    communicators_.clear();  // NCCL communicators before their streams
+    cudaSetDevice(streams_.device);
+    for (cudaStream_t s : {streams_.compute, streams_.comm}) {
+      if (!s) continue;
+      cudaStreamSynchronize(s);
+      cudaStreamDestroy(s);
+    }
+    cudaGetLastError();
+  }
+
+  int device() const override { return streams_.device; }
+  void* compute_stream() override { return streams_.compute; }
+  const std::shared_ptr<DeviceAllocator>& shared_allocator() override { return allocator_; }
+
+  void synchronize() override {
+    check_cuda(cudaStreamSynchronize(streams_.compute), "synchronize", "compute stream");
+    check_cuda(cudaStreamSynchronize(streams_.comm), "synchronize", "communication stream");
+  }
+
+  void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device, int64_t bytes) override {
+    // Unified addressing lets the driver tell host from device pointers; ordered on compute.
+    check_cuda(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, streams_.compute), "copy",
+               concat("copying ", bytes, " bytes ", to_string(src_device), " -> ", to_string(dst_device)));
+    if (dst_device == DeviceType::kCPU)
+      check_cuda(cudaStreamSynchronize(streams_.compute), "copy", "waiting for a device -> host copy");
+  }
+
+  void zero_bytes(void* dst, int64_t bytes) override {
+    check_cuda(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), streams_.compute), "zero fill",
+               concat("zeroing ", bytes, " bytes"));
+  }
+
+  Communicator& communicator(const std::vector<int64_t>& world_ranks) override {
+    auto it = communicators_.find(world_ranks);
+    if (it != communicators_.end()) return *it->second;
+    Communicator& host = spsd::communicator(world_ranks);  // validates the ranks, bootstraps
+    const int64_t me = host.rank();
+    // Threads of one process (simulate) share their GPU, and NCCL refuses two members on one
+    // GPU, so both take the host-staged path.
+    const bool simulated = ctx_.backend->name() != "mpi";
+    std::unique_ptr<Communicator> comm;
+    if (simulated || ranks_share_a_gpu(host, streams_.device))
+      comm = make_host_staged_communicator(world_ranks, me, &ctx_.stats,
+                                           ctx_.backend->create(world_ranks, me, &staging_stats_), streams_);
+    else
+      comm = make_nccl_communicator(world_ranks, me, &ctx_.stats, host, streams_, &ctx_.timeout);
+    return *communicators_.emplace(world_ranks, std::move(comm)).first->second;
+  }
+
+ private:
+  Context& ctx_;
+  DeviceStreams streams_;
+  std::shared_ptr<DeviceAllocator> allocator_;
+  CommStats staging_stats_;  // the host half of host-staged calls; counted once, in ctx_.stats
+  std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> communicators_;
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceRuntime> make_device_runtime(Context& ctx, std::string_view op) {
+  return std::make_unique<CudaDeviceRuntime>(ctx, op);
+}
+
+}  // namespace spsd::detail

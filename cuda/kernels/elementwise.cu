@@ -1,0 +1,228 @@
+// Element-wise CUDA kernels. One grid-stride kernel per access pattern (map, binary with
+// broadcasting, fill), the op a device functor chosen once on the host: one switch per call,
+// no per-element dispatch, and few instantiations (scalar forms reuse the map kernel).
+#include "common.cuh"  // first: its pragma covers the cpu headers below
+
+#include "spsd/kernel/cpu/broadcast.hpp"
+#include "spsd/kernel/cuda/elementwise.hpp"
+
+namespace spsd::kernel::cuda {
+
+namespace detail {
+
+// ---- unary functors (integers: neg, relu, abs only; see unary_supports) ----
+struct Neg {
+  template <class T>
+  __device__ T operator()(T x) const { return wrap_neg(x); }
+};
+struct Relu {  // relu(NaN) = NaN, as on the cpu
+  template <class T>
+  __device__ T operator()(T x) const { return x < T(0) ? T(0) : x; }
+};
+struct Abs {
+  template <class T>
+  __device__ T operator()(T x) const {
+    if constexpr (std::is_integral_v<T>) return x < 0 ? wrap_neg(x) : x;
+    else return fabs(x);
+  }
+};
+// The cpu's gelu_tanh formula and constants, so both sides round the same expression.
+struct Gelu {
+  template <class T>
+  __device__ T operator()(T x) const {
+    constexpr T kSqrt2OverPi = T(0.7978845608028654);
+    constexpr T kCubic = T(0.044715);
+    return T(0.5) * x * (T(1) + tanh(kSqrt2OverPi * (x + kCubic * x * x * x)));
+  }
+};
+struct Exp {
+  template <class T>
+  __device__ T operator()(T x) const { return exp(x); }
+};
+struct Log {
+  template <class T>
+  __device__ T operator()(T x) const { return log(x); }
+};
+struct Tanh {
+  template <class T>
+  __device__ T operator()(T x) const { return tanh(x); }
+};
+struct Sigmoid {  // exp(-x) = inf gives 1 / inf = 0: no NaN
+  template <class T>
+  __device__ T operator()(T x) const { return T(1) / (T(1) + exp(-x)); }
+};
+struct Sqrt {
+  template <class T>
+  __device__ T operator()(T x) const { return sqrt(x); }
+};
+
+// ---- binary functors (add and max/min are common.cuh's AddOf, MaxOf, MinOf) ----
+struct SubOf {
+  template <class T>
+  __device__ T operator()(T x, T y) const { return wrap_sub(x, y); }
+};
+struct MulOf {
+  template <class T>
+  __device__ T operator()(T x, T y) const { return wrap_mul(x, y); }
+};
+// Integer division truncates; x / -1 wraps (INT_MIN / -1 = INT_MIN, as the cpu). Callers rule
+// out a zero divisor; should one slip through, it gives 0 rather than the hardware's garbage.
+struct DivOf {
+  template <class T>
+  __device__ T operator()(T x, T y) const {
+    if constexpr (std::is_integral_v<T>) {
+      if (y == 0) return T{0};
+      return y == T(-1) ? wrap_neg(x) : static_cast<T>(x / y);
+    } else {
+      return x / y;
+    }
+  }
+};
+
+// x op s (or s op x when first): a binary functor bound to a host scalar.
+template <class F, class T>
+struct BoundScalar {
+  F f;
+  T s;
+  bool first;
+  __device__ T operator()(T x) const { return first ? f(s, x) : f(x, s); }
+};
+
+template <class T>
+struct ScaleBy {
+  T factor;
+  __device__ T operator()(T x) const { return wrap_mul(x, factor); }
+};
+
+// ---- kernels ----
+template <class T, class F>
+__global__ void map_kernel(F f, const T* x, T* out, int64_t n) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) out[i] = f(x[i]);
+}
+
+template <class T>
+__global__ void fill_kernel(T* out, int64_t n, T value) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) out[i] = value;
+}
+
+// out[i] = f(a[ia], b[ib]). With idx.ndim == 0 the operands are flat: ia = i * step_a (step 0
+// for a one-element operand); else idx holds the collapsed broadcast strides. The branch is
+// uniform over the grid, so one kernel serves all patterns.
+template <class T, class F>
+__global__ void binary_kernel(F f, const T* a, int64_t step_a, const T* b, int64_t step_b, T* out, int64_t n,
+                              Strided<2> idx) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    int64_t off[2] = {i * step_a, i * step_b};
+    if (idx.ndim > 0) idx.offsets(i, off);
+    out[i] = f(a[off[0]], b[off[1]]);
+  }
+}
+
+template <class T, class F>
+void launch_map(const char* name, F f, const T* x, T* out, int64_t n, void* stream) {
+  if (n == 0) return;
+  map_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(f, x, out, n);
+  check_launch(name);
+}
+
+// Calls body(f) with f the device functor of op; unsupported integer ops throw first.
+template <class T, class Body>
+void with_unary_fn(UnaryOp op, Body&& body) {
+  SPSD_CHECK(cpu::unary_supports(op, dtype_of<T>), "unary", to_string(op), " is not defined for ", dtype_of<T>,
+             " tensors");
+  switch (op) {
+    case UnaryOp::kNeg: return body(Neg{});
+    case UnaryOp::kRelu: return body(Relu{});
+    case UnaryOp::kAbs: return body(Abs{});
+    default: break;
+  }
+  if constexpr (std::is_floating_point_v<T>) {
+    switch (op) {
+      case UnaryOp::kGelu: return body(Gelu{});
+      case UnaryOp::kExp: return body(Exp{});
+      case UnaryOp::kLog: return body(Log{});
+      case UnaryOp::kTanh: return body(Tanh{});
+      case UnaryOp::kSigmoid: return body(Sigmoid{});
+      case UnaryOp::kSqrt: return body(Sqrt{});
+      default: break;
+    }
+  }
+  ::spsd::detail::throw_error("unary", "invalid op value ", static_cast<int>(op));
+}
+
+template <class Body>
+void with_binary_fn(BinaryOp op, Body&& body) {
+  switch (op) {
+    case BinaryOp::kAdd: return body(AddOf{});
+    case BinaryOp::kSub: return body(SubOf{});
+    case BinaryOp::kMul: return body(MulOf{});
+    case BinaryOp::kDiv: return body(DivOf{});
+    case BinaryOp::kMax: return body(MaxOf{});
+    case BinaryOp::kMin: return body(MinOf{});
+  }
+  ::spsd::detail::throw_error("binary", "invalid op value ", static_cast<int>(op));
+}
+
+}  // namespace detail
+
+template <Element T>
+void unary(UnaryOp op, const T* x, T* out, int64_t n, void* stream) {
+  detail::with_unary_fn<T>(op, [&](auto f) { detail::launch_map(to_string(op).data(), f, x, out, n, stream); });
+}
+
+template <Element T>
+void binary(BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
+            const Shape& out_shape, void* stream) {
+  SPSD_CHECK(cpu::detail::broadcast_shape(to_string(op), a_shape, b_shape) == out_shape, to_string(op),
+             "output shape ", out_shape, " is not the broadcast of ", a_shape, " and ", b_shape);
+  const int64_t n = out_shape.numel(), na = a_shape.numel(), nb = b_shape.numel();
+  if (n == 0) return;
+  detail::Strided<2> idx;  // ndim 0: flat
+  int64_t step_a = na == 1 ? 0 : 1, step_b = nb == 1 ? 0 : 1;
+  if ((na != n && na != 1) || (nb != n && nb != 1)) {  // a real broadcast: collapsed strides
+    const int64_t r = out_shape.ndim();
+    auto c = cpu::detail::collapse<2>(out_shape.dims(), {cpu::detail::broadcast_strides(a_shape, r),
+                                                         cpu::detail::broadcast_strides(b_shape, r)});
+    idx = detail::make_strided<2>(to_string(op).data(), c.dims, c.strides);
+  }
+  detail::with_binary_fn(op, [&](auto f) {
+    detail::binary_kernel<<<detail::blocks_for(n), detail::kThreads, 0, detail::as_stream(stream)>>>(
+        f, a, step_a, b, step_b, out, n, idx);
+    detail::check_launch(to_string(op).data());
+  });
+}
+
+template <Element T>
+void binary_scalar(BinaryOp op, const T* a, T s, T* out, int64_t n, bool scalar_first, void* stream) {
+  if constexpr (std::is_integral_v<T>) {
+    SPSD_CHECK(!(op == BinaryOp::kDiv && !scalar_first && s == 0), "div", "integer division by zero (",
+               dtype_of<T>, ")");
+  }
+  detail::with_binary_fn(op, [&](auto f) {
+    detail::launch_map(to_string(op).data(), detail::BoundScalar<decltype(f), T>{f, s, scalar_first}, a, out, n,
+                       stream);
+  });
+}
+
+template <Element T>
+void fill(T* out, int64_t n, T value, void* stream) {
+  if (n == 0) return;
+  detail::fill_kernel<<<detail::blocks_for(n), detail::kThreads, 0, detail::as_stream(stream)>>>(out, n, value);
+  detail::check_launch("fill");
+}
+
+template <Element T>
+void scale(T* x, int64_t n, T factor, void* stream) {
+  detail::launch_map("scale", detail::ScaleBy<T>{factor}, x, x, n, stream);
+}
+
+#define SPSD_INSTANTIATE(T)                                                                                  \
+  template void unary<T>(UnaryOp, const T*, T*, int64_t, void*);                                             \
+  template void binary<T>(BinaryOp, const T*, const Shape&, const T*, const Shape&, T*, const Shape&, void*); \
+  template void binary_scalar<T>(BinaryOp, const T*, T, T*, int64_t, bool, void*);                           \
+  template void fill<T>(T*, int64_t, T, void*);                                                              \
+  template void scale<T>(T*, int64_t, T, void*);
+SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
+#undef SPSD_INSTANTIATE
+
+}  // namespace spsd::kernel::cuda

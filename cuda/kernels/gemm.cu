@@ -1,0 +1,195 @@
+// matmul on the device. float/double: cuBLAS strided-batched gemm; a row-major C = A B is the
+// column-major C^T = B^T A^T, so the operands are passed swapped and nothing is transposed.
+// Broadcast batch dims are collapsed; the innermost becomes cuBLAS's batch (stride 0 where an
+// operand broadcasts), any outer ones a host loop. Integers: a shared-memory tiled kernel whose
+// wrapping sums equal the cpu's int_gemm exactly (wrapping arithmetic is associative).
+#include "common.cuh"  // first: its pragma covers the cpu headers below
+
+#include <cublas_v2.h>
+
+#include <atomic>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+
+#include "spsd/kernel/cpu/broadcast.hpp"
+#include "spsd/kernel/cpu/gemm.hpp"
+#include "spsd/kernel/cuda/elementwise.hpp"
+#include "spsd/kernel/cuda/gemm.hpp"
+
+namespace spsd::kernel::cuda {
+
+namespace detail {
+
+inline void check_cublas(cublasStatus_t status, const char* what) {
+  if (status != CUBLAS_STATUS_SUCCESS) [[unlikely]]
+    ::spsd::detail::throw_error("matmul", "cuBLAS error during ", what, ": ", cublasGetStatusName(status), " (",
+                                cublasGetStatusString(status), ")");
+}
+
+inline int blas_int(int64_t v) {
+  SPSD_CHECK(v <= INT_MAX, "matmul", "dimension ", v, " exceeds the cuBLAS int range");
+  return static_cast<int>(v);
+}
+
+// One cuBLAS handle per (thread, device), created on first use and destroyed with the thread:
+// simulated ranks are threads, and a handle must not be used by two threads at once.
+class Handles {
+ public:
+  Handles() = default;
+  Handles(const Handles&) = delete;
+  Handles& operator=(const Handles&) = delete;
+  ~Handles() {
+    int current = 0;
+    if (cudaGetDevice(&current) != cudaSuccess) return;  // the runtime is gone: nothing to release
+    for (size_t d = 0; d < handles_.size(); ++d) {
+      if (handles_[d] && cudaSetDevice(static_cast<int>(d)) == cudaSuccess) cublasDestroy(handles_[d]);
+    }
+    cudaSetDevice(current);
+  }
+  cublasHandle_t get() {
+    int device = 0;
+    check_cuda(cudaGetDevice(&device), "matmul", "cudaGetDevice");
+    if (handles_.size() <= static_cast<size_t>(device)) handles_.resize(device + 1, nullptr);
+    if (!handles_[device]) check_cublas(cublasCreate(&handles_[device]), "cublasCreate");
+    return handles_[device];
+  }
+
+ private:
+  std::vector<cublasHandle_t> handles_;
+};
+
+cublasHandle_t handle_for(cudaStream_t stream, bool tf32) {
+  thread_local Handles handles;
+  cublasHandle_t h = handles.get();
+  check_cublas(cublasSetStream(h, stream), "cublasSetStream");
+  check_cublas(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  return h;
+}
+
+std::atomic<bool>& tf32_flag() {
+  static std::atomic<bool> flag{[] {
+    const char* env = std::getenv("SPSD_ALLOW_TF32");
+    return env != nullptr && std::strcmp(env, "1") == 0;
+  }()};
+  return flag;
+}
+
+// count products c_i (m, n) = a_i (m, k) b_i (k, n), operand i at i * stride (row-major).
+template <class T>
+void gemm_batched(cublasHandle_t h, const T* a, int64_t sa, const T* b, int64_t sb, T* c, int64_t sc, int64_t m,
+                  int64_t n, int64_t k, int64_t count) {
+  const T one = 1, zero = 0;
+  const int im = blas_int(m), in = blas_int(n), ik = blas_int(k), ic = blas_int(count);
+  if constexpr (std::is_same_v<T, float>) {
+    check_cublas(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, in, im, ik, &one, b, in, sb, a, ik, sa, &zero,
+                                           c, in, sc, ic),
+                 "cublasSgemmStridedBatched");
+  } else {
+    check_cublas(cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, in, im, ik, &one, b, in, sb, a, ik, sa, &zero,
+                                           c, in, sc, ic),
+                 "cublasDgemmStridedBatched");
+  }
+}
+
+constexpr int kIntTile = 16;
+
+// c_bt = a_bt b_bt for batch bt, its a and b offsets from batch; one 16x16 output tile per
+// block, k walked in 16-wide slabs staged in shared memory.
+template <class T>
+__global__ void int_gemm_kernel(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, int64_t batches,
+                                Strided<2> batch) {
+  __shared__ T as[kIntTile][kIntTile], bs[kIntTile][kIntTile];
+  const int tx = threadIdx.x, ty = threadIdx.y;
+  const int64_t row_tiles = (m + kIntTile - 1) / kIntTile, col_tiles = (n + kIntTile - 1) / kIntTile;
+  for (int64_t bt = blockIdx.z; bt < batches; bt += gridDim.z) {
+    int64_t off[2];
+    batch.offsets(bt, off);
+    const T *pa = a + off[0], *pb = b + off[1];
+    T* pc = c + bt * m * n;
+    for (int64_t ti = blockIdx.y; ti < row_tiles; ti += gridDim.y) {
+      for (int64_t tj = blockIdx.x; tj < col_tiles; tj += gridDim.x) {
+        const int64_t i = ti * kIntTile + ty, j = tj * kIntTile + tx;
+        T acc = 0;
+        for (int64_t p0 = 0; p0 < k; p0 += kIntTile) {
+          as[ty][tx] = (i < m && p0 + tx < k) ? pa[i * k + p0 + tx] : T{0};
+          bs[ty][tx] = (p0 + ty < k && j < n) ? pb[(p0 + ty) * n + j] : T{0};
+          __syncthreads();
+          for (int p = 0; p < kIntTile; ++p) acc = wrap_add(acc, wrap_mul(as[ty][p], bs[p][tx]));
+          __syncthreads();
+        }
+        if (i < m && j < n) pc[i * n + j] = acc;
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+void set_allow_tf32(bool allow) { detail::tf32_flag().store(allow); }
+bool allow_tf32() { return detail::tf32_flag().load(); }
+
+template <Element T>
+void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out, const Shape& out_shape,
+            void* stream) {
+  SPSD_CHECK(a_shape.ndim() >= 2 && b_shape.ndim() >= 2, "matmul", "needs matrices (2 or more axes): a is ", a_shape,
+             ", b is ", b_shape);
+  const int64_t m = a_shape[a_shape.ndim() - 2], k = a_shape[a_shape.ndim() - 1], n = b_shape[b_shape.ndim() - 1];
+  SPSD_CHECK(b_shape[b_shape.ndim() - 2] == k, "matmul", "inner dimensions differ: a is ", a_shape, ", b is ",
+             b_shape);
+  const Shape batch_a = cpu::detail::batch_of(a_shape), batch_b = cpu::detail::batch_of(b_shape);
+  std::vector<int64_t> want = cpu::detail::broadcast_shape("matmul", batch_a, batch_b).dims();
+  want.insert(want.end(), {m, n});
+  SPSD_CHECK(Shape(want) == out_shape, "matmul", "output shape ", out_shape, " should be ", Shape(want), " for a ",
+             a_shape, " and b ", b_shape);
+  const int64_t total = out_shape.numel();
+  if (total == 0) return;
+  if (k == 0) {  // an empty sum
+    fill<T>(out, total, T{0}, stream);
+    return;
+  }
+  const int64_t batches = total / (m * n), r = out_shape.ndim() - 2;
+  std::vector<int64_t> sa = cpu::detail::broadcast_strides(batch_a, r), sb = cpu::detail::broadcast_strides(batch_b, r);
+  for (int64_t& s : sa) s *= m * k;
+  for (int64_t& s : sb) s *= k * n;
+  const std::vector<int64_t> out_batch(out_shape.dims().begin(), out_shape.dims().end() - 2);
+  const cpu::detail::Collapsed<2> c = cpu::detail::collapse<2>(out_batch, {sa, sb});
+  cudaStream_t s = detail::as_stream(stream);
+
+  if constexpr (std::is_floating_point_v<T>) {
+    cublasHandle_t h = detail::handle_for(s, std::is_same_v<T, float> && allow_tf32());
+    // b shared by every batch and a dense over them: one (batches*m, k) x (k, n) product.
+    if (batch_b.numel() == 1 && batch_a.numel() == batches && batches * m <= INT_MAX) {
+      detail::gemm_batched(h, a, 0, b, 0, out, 0, batches * m, n, k, 1);
+      return;
+    }
+    // The innermost collapsed batch dim is cuBLAS's batch; the outer ones loop here.
+    const size_t nd = c.dims.size();
+    const int64_t count = nd ? c.dims.back() : 1, sa_in = nd ? c.strides[0].back() : 0,
+                  sb_in = nd ? c.strides[1].back() : 0;
+    for (int64_t o = 0, outer = batches / count; o < outer; ++o) {
+      int64_t oa = 0, ob = 0;
+      for (int64_t d = static_cast<int64_t>(nd) - 2, rest = o; d >= 0; --d) {
+        oa += (rest % c.dims[d]) * c.strides[0][d];
+        ob += (rest % c.dims[d]) * c.strides[1][d];
+        rest /= c.dims[d];
+      }
+      detail::gemm_batched(h, a + oa, sa_in, b + ob, sb_in, out + o * count * m * n, m * n, m, n, k, count);
+    }
+  } else {
+    const auto batch = detail::make_strided<2>("matmul", c.dims, c.strides);
+    const dim3 grid(detail::grid_dim((n + detail::kIntTile - 1) / detail::kIntTile, INT32_MAX),
+                    detail::grid_dim((m + detail::kIntTile - 1) / detail::kIntTile, 65535),
+                    detail::grid_dim(batches, 65535));
+    detail::int_gemm_kernel<T><<<grid, dim3(detail::kIntTile, detail::kIntTile), 0, s>>>(a, b, out, m, n, k, batches,
+                                                                                         batch);
+    detail::check_launch("matmul");
+  }
+}
+
+#define SPSD_INSTANTIATE(T) \
+  template void matmul<T>(const T*, const Shape&, const T*, const Shape&, T*, const Shape&, void*);
+SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
+#undef SPSD_INSTANTIATE
+
+}  // namespace spsd::kernel::cuda

@@ -1,0 +1,75 @@
+// Index kernels on the device: embedding rows, pick one class per row, and the NaN marking of
+// out-of-range indices. One thread per output element; indices are read on the device.
+#include "common.cuh"
+
+#include <limits>
+
+#include "spsd/kernel/cuda/index.hpp"
+
+namespace spsd::kernel::cuda {
+
+namespace detail {
+
+template <class T>
+__global__ void embedding_kernel(const T* weight, int64_t row_begin, int64_t rows, int64_t dim,
+                                 const int64_t* indices, int64_t total, T* out) {
+  for (int64_t e = thread_index(); e < total; e += thread_count()) {
+    const int64_t i = e / dim, j = e - i * dim, row = indices[i] - row_begin;
+    out[e] = (row >= 0 && row < rows) ? weight[row * dim + j] : T{0};
+  }
+}
+
+template <class T>
+__global__ void pick_kernel(const T* x, int64_t n, int64_t c_begin, int64_t c, const int64_t* labels, T* out) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    const int64_t j = labels[i] - c_begin;
+    out[i] = (j >= 0 && j < c) ? x[i * c + j] : T{0};
+  }
+}
+
+template <class T>
+__global__ void mark_out_of_range_kernel(const int64_t* indices, int64_t bound, int64_t dim, int64_t total, T* out,
+                                         T value) {
+  for (int64_t e = thread_index(); e < total; e += thread_count()) {
+    const int64_t index = indices[e / dim];
+    if (index < 0 || index >= bound) out[e] = value;
+  }
+}
+
+}  // namespace detail
+
+template <Element T>
+void embedding(const T* weight, int64_t row_begin, int64_t rows, int64_t dim, const int64_t* indices, int64_t n,
+               T* out, void* stream) {
+  const int64_t total = n * dim;
+  if (total == 0) return;
+  detail::embedding_kernel<<<detail::blocks_for(total), detail::kThreads, 0, detail::as_stream(stream)>>>(
+      weight, row_begin, rows, dim, indices, total, out);
+  detail::check_launch("embedding");
+}
+
+template <Element T>
+void pick(const T* x, int64_t n, int64_t c_begin, int64_t c, const int64_t* labels, T* out, void* stream) {
+  if (n == 0) return;
+  detail::pick_kernel<<<detail::blocks_for(n), detail::kThreads, 0, detail::as_stream(stream)>>>(x, n, c_begin, c,
+                                                                                                 labels, out);
+  detail::check_launch("pick");
+}
+
+template <Element T>
+void mark_out_of_range(const int64_t* indices, int64_t n, int64_t bound, int64_t dim, T* out, void* stream) {
+  const int64_t total = n * dim;
+  if (total == 0) return;
+  detail::mark_out_of_range_kernel<<<detail::blocks_for(total), detail::kThreads, 0, detail::as_stream(stream)>>>(
+      indices, bound, dim, total, out, std::numeric_limits<T>::quiet_NaN());
+  detail::check_launch("mark_out_of_range");
+}
+
+#define SPSD_INSTANTIATE(T)                                                                                   \
+  template void embedding<T>(const T*, int64_t, int64_t, int64_t, const int64_t*, int64_t, T*, void*);       \
+  template void pick<T>(const T*, int64_t, int64_t, int64_t, const int64_t*, T*, void*);                     \
+  template void mark_out_of_range<T>(const int64_t*, int64_t, int64_t, int64_t, T*, void*);
+SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
+#undef SPSD_INSTANTIATE
+
+}  // namespace spsd::kernel::cuda

@@ -1,0 +1,61 @@
+// Random fills on the device: each thread computes the global row-major index of its box
+// element and calls the same philox functions the host factories call (tensor/random.hpp is
+// SPSD_HOST_DEVICE under nvcc).
+#include "common.cuh"
+
+#include "spsd/kernel/cpu/broadcast.hpp"
+#include "spsd/kernel/cuda/random.hpp"
+#include "spsd/tensor/random.hpp"
+
+namespace spsd::kernel::cuda {
+
+namespace detail {
+
+// idx maps the box's local row-major index to its global one: dims are the box's extents,
+// strides the global strides; base is the global index of the box's first element.
+template <class T, bool Normal>
+__global__ void philox_fill_kernel(T* out, int64_t n, int64_t base, Strided<1> idx, uint64_t seed) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    int64_t off[1];
+    idx.offsets(i, off);
+    const uint64_t g = static_cast<uint64_t>(base + off[0]);
+    out[i] = Normal ? philox::normal<T>(seed, g) : philox::uniform<T>(seed, g);
+  }
+}
+
+template <class T, bool Normal>
+void philox_fill(const char* name, T* out, const Box& box, const Shape& global_shape, uint64_t seed, void* stream) {
+  SPSD_CHECK(box.ndim() == global_shape.ndim(), name, "box ", box, " does not fit a tensor of shape ", global_shape);
+  for (int64_t d = 0; d < box.ndim(); ++d)
+    SPSD_CHECK(box.begin[d] >= 0 && box.begin[d] <= box.end[d] && box.end[d] <= global_shape[d], name, "box ", box,
+               " is outside a tensor of shape ", global_shape);
+  const int64_t n = box.numel();
+  if (n == 0) return;
+  const std::vector<int64_t> gs = contiguous_strides(global_shape), extent = box.shape().dims();
+  int64_t base = 0;
+  for (int64_t d = 0; d < box.ndim(); ++d) base += box.begin[d] * gs[d];
+  const auto c = cpu::detail::collapse<1>(extent, {gs});  // a box spanning whole inner axes merges them
+  const Strided<1> idx = make_strided<1>(name, c.dims, c.strides);
+  philox_fill_kernel<T, Normal><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(out, n, base, idx, seed);
+  check_launch(name);
+}
+
+}  // namespace detail
+
+template <std::floating_point T>
+void fill_uniform(T* out, const Box& box, const Shape& global_shape, uint64_t seed, void* stream) {
+  detail::philox_fill<T, false>("rand", out, box, global_shape, seed, stream);
+}
+
+template <std::floating_point T>
+void fill_normal(T* out, const Box& box, const Shape& global_shape, uint64_t seed, void* stream) {
+  detail::philox_fill<T, true>("randn", out, box, global_shape, seed, stream);
+}
+
+#define SPSD_INSTANTIATE(T)                                                              \
+  template void fill_uniform<T>(T*, const Box&, const Shape&, uint64_t, void*);         \
+  template void fill_normal<T>(T*, const Box&, const Shape&, uint64_t, void*);
+SPSD_CUDA_FOR_EACH_FLOATING(SPSD_INSTANTIATE)
+#undef SPSD_INSTANTIATE
+
+}  // namespace spsd::kernel::cuda

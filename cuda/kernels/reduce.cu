@@ -1,0 +1,141 @@
+// Reductions over axes on the device. The axes are grouped like the cpu kernel (group_axes:
+// alternating kept/reduced runs, size-1 axes dropped); the innermost group picks the kernel:
+// a reduced one gives one block per output (threads stride along contiguous memory), a kept
+// one gives one thread column per output (neighbouring threads read neighbouring elements)
+// with the reduced range split over threadIdx.y.
+#include "common.cuh"  // first: its pragma covers the cpu headers below
+#include "reduce.cuh"
+
+#include <limits>
+
+#include "spsd/core/reduce_op.hpp"
+#include "spsd/kernel/cpu/reduce.hpp"
+#include "spsd/kernel/cuda/elementwise.hpp"
+#include "spsd/kernel/cuda/reduce.hpp"
+
+namespace spsd::kernel::cuda {
+
+namespace detail {
+
+// The offset of reduced index r: one group is a plain stride, several need the index split.
+__device__ inline int64_t reduced_offset(const Strided<1>& red, int64_t r) {
+  if (red.ndim == 1) return r * red.strides[0][0];
+  int64_t off[1];
+  red.offsets(r, off);
+  return off[0];
+}
+
+template <class T, class F>
+__global__ void reduce_rows_kernel(F f, const T* x, T* out, int64_t out_n, int64_t red_n, Strided<1> kept,
+                                   Strided<1> red, T identity) {
+  __shared__ T scratch[kThreads];
+  for (int64_t o = blockIdx.x; o < out_n; o += gridDim.x) {
+    int64_t base[1];
+    kept.offsets(o, base);
+    T acc = identity;
+    for (int64_t r = threadIdx.x; r < red_n; r += blockDim.x) acc = f(acc, x[base[0] + reduced_offset(red, r)]);
+    acc = block_reduce(f, acc, scratch);
+    if (threadIdx.x == 0) out[o] = acc;
+  }
+}
+
+constexpr int kColX = 32, kColY = 16;
+
+template <class T, class F>
+__global__ void reduce_cols_kernel(F f, const T* x, T* out, int64_t out_n, int64_t red_n, Strided<1> kept,
+                                   Strided<1> red, T identity) {
+  __shared__ T scratch[kColY][kColX];
+  for (int64_t o0 = static_cast<int64_t>(blockIdx.x) * kColX; o0 < out_n; o0 += static_cast<int64_t>(gridDim.x) * kColX) {
+    const int64_t o = o0 + threadIdx.x;
+    T acc = identity;
+    if (o < out_n) {
+      int64_t base[1];
+      kept.offsets(o, base);
+      for (int64_t r = threadIdx.y; r < red_n; r += kColY) acc = f(acc, x[base[0] + reduced_offset(red, r)]);
+    }
+    scratch[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && o < out_n) {
+      for (int y = 1; y < kColY; ++y) acc = f(acc, scratch[y][threadIdx.x]);
+      out[o] = acc;
+    }
+    __syncthreads();
+  }
+}
+
+template <class Body>
+void with_reduce_fn(ReduceOp op, Body&& body) {
+  switch (op) {
+    case ReduceOp::kSum: return body(AddOf{});
+    case ReduceOp::kMax: return body(MaxOf{});
+    case ReduceOp::kMin: return body(MinOf{});
+  }
+  ::spsd::detail::throw_error("reduce", "invalid op value ", static_cast<int>(op));
+}
+
+}  // namespace detail
+
+template <Element T>
+void reduce(ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64_t> axes, T* out, void* stream) {
+  for (size_t i = 0; i < axes.size(); ++i) {
+    SPSD_CHECK(axes[i] >= 0 && axes[i] < x_shape.ndim() && (i == 0 || axes[i] > axes[i - 1]), "reduce", "axes ",
+               ::spsd::detail::join({axes.begin(), axes.end()}), " must be sorted, unique and in range for shape ",
+               x_shape);
+  }
+  int64_t out_n = 1;
+  for (int64_t d = 0, next = 0; d < x_shape.ndim(); ++d) {
+    if (next < static_cast<int64_t>(axes.size()) && axes[next] == d) ++next;
+    else out_n *= x_shape[d];
+  }
+  if (out_n == 0) return;
+  if (x_shape.numel() == 0) {  // an empty reduced extent: the identity partial layouts pad with
+    fill<T>(out, out_n, reduce_identity<T>(op), stream);
+    return;
+  }
+  // Non-empty floating max/min start from -inf/+inf, as the cpu kernel.
+  const T identity = std::numeric_limits<T>::has_infinity && op != ReduceOp::kSum
+                         ? (op == ReduceOp::kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity())
+                         : reduce_identity<T>(op);
+  const cpu::detail::ReduceGroups g = cpu::detail::group_axes(x_shape, axes);
+  const size_t r = g.dims.size();
+  if (r == 0 || (r == 1 && !g.reduced[0])) {  // nothing of extent > 1 is reduced: a copy
+    detail::check_cuda(cudaMemcpyAsync(out, x, static_cast<size_t>(out_n) * sizeof(T), cudaMemcpyDeviceToDevice,
+                                       detail::as_stream(stream)),
+                       "reduce", "cudaMemcpyAsync");
+    return;
+  }
+  // x's stride of each group, then the kept and the reduced groups as two index spaces; out is
+  // dense over the kept ones, in order.
+  std::vector<int64_t> group_stride(r), kept_dims, kept_strides, red_dims, red_strides;
+  for (int64_t d = static_cast<int64_t>(r) - 1, stride = 1; d >= 0; --d) {
+    group_stride[d] = stride;
+    stride *= g.dims[d];
+  }
+  for (size_t d = 0; d < r; ++d) {
+    (g.reduced[d] ? red_dims : kept_dims).push_back(g.dims[d]);
+    (g.reduced[d] ? red_strides : kept_strides).push_back(group_stride[d]);
+  }
+  const int64_t red_n = x_shape.numel() / out_n;
+  const auto kept = detail::make_strided<1>("reduce", kept_dims, {kept_strides});
+  const auto red = detail::make_strided<1>("reduce", red_dims, {red_strides});
+  cudaStream_t s = detail::as_stream(stream);
+  detail::with_reduce_fn(op, [&](auto f) {
+    if (g.reduced.back()) {
+      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(out_n, int64_t{1} << 20));
+      detail::reduce_rows_kernel<<<blocks, detail::row_threads(red_n), 0, s>>>(f, x, out, out_n, red_n, kept, red,
+                                                                              identity);
+    } else {
+      const dim3 threads(detail::kColX, detail::kColY);
+      detail::reduce_cols_kernel<<<detail::blocks_for(out_n, detail::kColX), threads, 0, s>>>(f, x, out, out_n, red_n,
+                                                                                             kept, red, identity);
+    }
+    detail::check_launch("reduce");
+  });
+}
+
+#define SPSD_INSTANTIATE(T) \
+  template void reduce<T>(ReduceOp, const T*, const Shape&, std::span<const int64_t>, T*, void*);
+SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
+#undef SPSD_INSTANTIATE
+
+}  // namespace spsd::kernel::cuda

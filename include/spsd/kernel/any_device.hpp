@@ -1,0 +1,122 @@
+#pragma once
+// Local kernels on whichever memory space the data lives in: each function forwards to
+// kernel::cpu or, for device memory, to kernel::cuda on the rank's compute stream. Ops call
+// these, so one op definition serves cpu and cuda placements. A build without CUDA never
+// instantiates the cuda branch (if constexpr), so it links without the .cu objects.
+#include <span>
+
+#include "spsd/core/config.hpp"
+#include "spsd/kernel/cpu/elementwise.hpp"
+#include "spsd/kernel/cpu/gemm.hpp"
+#include "spsd/kernel/cpu/index.hpp"
+#include "spsd/kernel/cpu/permute.hpp"
+#include "spsd/kernel/cpu/reduce.hpp"
+#include "spsd/kernel/cpu/softmax.hpp"
+#include "spsd/runtime/device.hpp"
+#if SPSD_HAVE_CUDA
+#include "spsd/kernel/cuda/copy.hpp"
+#include "spsd/kernel/cuda/elementwise.hpp"
+#include "spsd/kernel/cuda/gemm.hpp"
+#include "spsd/kernel/cuda/index.hpp"
+#include "spsd/kernel/cuda/permute.hpp"
+#include "spsd/kernel/cuda/reduce.hpp"
+#include "spsd/kernel/cuda/softmax.hpp"
+#endif
+
+namespace spsd::kernel {
+
+using cpu::BinaryOp;
+using cpu::UnaryOp;
+
+// Where a kernel runs: the memory space of its operands and, for a device, the stream.
+struct Target {
+  DeviceType device = DeviceType::kCPU;
+  void* stream = nullptr;
+  static Target of(DeviceType device) { return {device, detail::stream_for(device)}; }
+  bool on_device() const { return device != DeviceType::kCPU; }
+};
+
+// SPSD_ON_TARGET(t, fn, args...): kernel::cuda::fn(args..., stream) on a device, else kernel::cpu::fn(args...).
+#if SPSD_HAVE_CUDA
+#define SPSD_ON_TARGET(t, fn, ...)                 \
+  do {                                             \
+    if ((t).on_device())                           \
+      ::spsd::kernel::cuda::fn(__VA_ARGS__, (t).stream); \
+    else                                           \
+      ::spsd::kernel::cpu::fn(__VA_ARGS__);        \
+  } while (0)
+#else
+#define SPSD_ON_TARGET(t, fn, ...) ((void)(t), ::spsd::kernel::cpu::fn(__VA_ARGS__))
+#endif
+
+template <Element T>
+void unary(const Target& t, UnaryOp op, const T* x, T* out, int64_t n) {
+  SPSD_ON_TARGET(t, unary<T>, op, x, out, n);
+}
+template <Element T>
+void binary(const Target& t, BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
+            const Shape& out_shape) {
+  SPSD_ON_TARGET(t, binary<T>, op, a, a_shape, b, b_shape, out, out_shape);
+}
+template <Element T>
+void binary_scalar(const Target& t, BinaryOp op, const T* a, T s, T* out, int64_t n, bool scalar_first) {
+  SPSD_ON_TARGET(t, binary_scalar<T>, op, a, s, out, n, scalar_first);
+}
+template <Element T>
+void fill(const Target& t, T* out, int64_t n, T value) {
+  SPSD_ON_TARGET(t, fill<T>, out, n, value);
+}
+template <Element T>
+void scale(const Target& t, T* x, int64_t n, T factor) {
+  SPSD_ON_TARGET(t, scale<T>, x, n, factor);
+}
+template <Element T>
+void reduce(const Target& t, ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64_t> axes, T* out) {
+  SPSD_ON_TARGET(t, reduce<T>, op, x, x_shape, axes, out);
+}
+template <Element T>
+  requires std::floating_point<T>
+void softmax(const Target& t, const T* x, const Shape& shape, int64_t axis, T* out, bool log) {
+  SPSD_ON_TARGET(t, softmax<T>, x, shape, axis, out, log);
+}
+template <Element T>
+void permute(const Target& t, const T* x, const Shape& x_shape, std::span<const int64_t> perm, T* out) {
+  SPSD_ON_TARGET(t, permute<T>, x, x_shape, perm, out);
+}
+template <Element T>
+void copy_region(const Target& t, const T* src, const Shape& src_shape, std::span<const int64_t> src_begin, T* dst,
+                 const Shape& dst_shape, std::span<const int64_t> dst_begin, const Shape& extent) {
+  SPSD_ON_TARGET(t, copy_region<T>, src, src_shape, src_begin, dst, dst_shape, dst_begin, extent);
+}
+template <Element T>
+void embedding(const Target& t, const T* weight, int64_t row_begin, int64_t rows, int64_t dim, const int64_t* indices,
+               int64_t n, T* out) {
+  SPSD_ON_TARGET(t, embedding<T>, weight, row_begin, rows, dim, indices, n, out);
+}
+template <Element T>
+void pick(const Target& t, const T* x, int64_t n, int64_t c_begin, int64_t c, const int64_t* labels, T* out) {
+  SPSD_ON_TARGET(t, pick<T>, x, n, c_begin, c, labels, out);
+}
+template <Element T>
+void mark_out_of_range(const Target& t, const int64_t* indices, int64_t n, int64_t bound, int64_t width, T* out) {
+  SPSD_ON_TARGET(t, mark_out_of_range<T>, indices, n, bound, width, out);
+}
+template <Element T>
+void matmul(const Target& t, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
+            const Shape& out_shape) {
+  SPSD_ON_TARGET(t, matmul<T>, a, a_shape, b, b_shape, out, out_shape);
+}
+
+#undef SPSD_ON_TARGET
+
+// Values a kernel's caller must inspect on the host (index checks): a host view of n elements
+// at p, copying device memory to `scratch` first.
+template <Element T>
+const T* host_view(const Target& t, const T* p, int64_t n, std::vector<T>& scratch) {
+  if (!t.on_device()) return p;
+  scratch.resize(static_cast<size_t>(n));
+  detail::copy_bytes(scratch.data(), DeviceType::kCPU, p, t.device, n * static_cast<int64_t>(sizeof(T)));
+  return scratch.data();
+}
+
+}  // namespace spsd::kernel

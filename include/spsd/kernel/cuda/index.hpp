@@ -1,0 +1,30 @@
+#pragma once
+// Index kernels for vocabulary/class-parallel layers on the device: kernel/cpu/index.hpp's
+// embedding and pick (zeros for rows/classes this rank does not hold, so pieces sum to the
+// answer), plus the NaN marking that op/index.hpp applies on the rank holding row/class 0.
+// Defined for float, double, int32_t and int64_t in cuda/kernels/index.cu; indices, labels,
+// weight, x and out are all device memory.
+#include <cstdint>
+
+#include "spsd/core/dtype.hpp"
+
+namespace spsd::kernel::cuda {
+
+// out (n, dim): out[i] = weight row indices[i] - row_begin when row_begin <= indices[i] <
+// row_begin + rows, else zeros. weight is (rows, dim).
+template <Element T>
+void embedding(const T* weight, int64_t row_begin, int64_t rows, int64_t dim, const int64_t* indices, int64_t n,
+               T* out, void* stream);
+
+// out[i] = x[i, labels[i] - c_begin] when c_begin <= labels[i] < c_begin + c, else 0.
+// x is (n, c): classes [c_begin, c_begin + c).
+template <Element T>
+void pick(const T* x, int64_t n, int64_t c_begin, int64_t c, const int64_t* labels, T* out, void* stream);
+
+// out (n, dim): row i becomes quiet_NaN (0 for integers, as numeric_limits says) where
+// indices[i] < 0 or indices[i] >= bound: op/index.hpp's out-of-range marking for embedding
+// (bound = vocabulary size, dim = embedding dim) and pick (bound = classes, dim = 1).
+template <Element T>
+void mark_out_of_range(const int64_t* indices, int64_t n, int64_t bound, int64_t dim, T* out, void* stream);
+
+}  // namespace spsd::kernel::cuda

@@ -1,0 +1,73 @@
+#pragma once
+// The CUDA device of a rank: binding (local_rank % device_count, at first use), its compute
+// and communication streams, its caching allocator, and the byte moves between host and device
+// that tensors and boxing need. In a build without CUDA, or where no device is usable, every
+// entry point that needs a device throws spsd::Error saying why.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "spsd/comm/communicator.hpp"
+#include "spsd/layout/placement.hpp"
+#include "spsd/runtime/device_allocator.hpp"
+
+namespace spsd {
+
+// The CUDA device this rank uses (binds it at the first call); throws spsd::Error naming the
+// reason when there is none (built without CUDA, no driver, no device).
+int device();
+// Whether a cuda placement can be used on this rank (no throw): a device could be bound.
+bool cuda_available();
+// This rank's device allocator statistics (throws like device()).
+DeviceAllocatorStats device_allocator_stats();
+// Gives the allocator's cached blocks back to the driver.
+void empty_device_cache();
+
+namespace detail {
+
+// The device state of one rank; lives in the rank's context, created at first use.
+class DeviceRuntime {
+ public:
+  virtual ~DeviceRuntime() = default;
+  virtual int device() const = 0;
+  virtual void* compute_stream() = 0;  // a cudaStream_t
+  DeviceAllocator& allocator() { return *shared_allocator(); }
+  virtual const std::shared_ptr<DeviceAllocator>& shared_allocator() = 0;
+  // See detail::copy_bytes and detail::zero_bytes; at least one side is device memory here.
+  virtual void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device, int64_t bytes) = 0;
+  virtual void zero_bytes(void* dst, int64_t bytes) = 0;
+  // Waits on the host for everything enqueued on this rank's streams.
+  virtual void synchronize() = 0;
+  // The communicator that moves device buffers among these world ranks (NCCL when every rank
+  // has its own GPU, else host-staged over the host backend); cached per rank set.
+  virtual Communicator& communicator(const std::vector<int64_t>& world_ranks) = 0;
+};
+
+// This rank's device runtime, created (device bound, streams made) at the first call; throws
+// spsd::Error naming op and the reason when no device is usable.
+DeviceRuntime& device_runtime(std::string_view op);
+
+// Copies bytes between any two memory spaces, ordered after earlier work on the compute
+// stream; returns when a host destination holds the data (a device destination may still be
+// pending on the compute stream, which later kernels are ordered after).
+void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device, int64_t bytes);
+// Zero-fills bytes of memory in the given space.
+void zero_bytes(void* dst, DeviceType device, int64_t bytes);
+// The compute stream to launch kernels on for this memory space (nullptr for the CPU).
+void* stream_for(DeviceType device);
+// The communicator for a boxing step whose buffers live in device (the host one for the CPU).
+Communicator& communicator_for(const std::vector<int64_t>& world_ranks, DeviceType device);
+
+// Device memory for Storage: blocks from this rank's caching allocator; the allocator stays
+// alive while any block does (a tensor may outlive its Runtime).
+struct DeviceBlock {
+  void* data = nullptr;
+  std::shared_ptr<DeviceAllocator> owner;
+};
+DeviceBlock allocate_device_block(int64_t bytes);
+
+}  // namespace detail
+
+}  // namespace spsd

@@ -1,0 +1,73 @@
+// The device entry points that do not depend on CUDA: host cases inline, device cases through
+// the rank's DeviceRuntime (bound at first use).
+#include "spsd/runtime/device.hpp"
+
+#include <cstring>
+
+#include "spsd/core/config.hpp"
+
+#include "context.hpp"
+#include "spsd/runtime/runtime.hpp"
+
+namespace spsd {
+
+namespace detail {
+
+DeviceRuntime& device_runtime(std::string_view op) {
+  SPSD_CHECK(SPSD_HAVE_CUDA, op, "cuda tensors need spsd built with CUDA (this build has none)");
+  Context* current = current_context();
+  SPSD_CHECK(current != nullptr, op, "cuda tensors need an active spsd::Runtime (each rank binds its own device)");
+  Context& ctx = *current;
+  if (!ctx.device) ctx.device = make_device_runtime(ctx, op);
+  return *ctx.device;
+}
+
+void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device, int64_t bytes) {
+  if (bytes <= 0) return;
+  if (dst_device == DeviceType::kCPU && src_device == DeviceType::kCPU) {
+    std::memcpy(dst, src, static_cast<size_t>(bytes));
+    return;
+  }
+  device_runtime("copy").copy_bytes(dst, dst_device, src, src_device, bytes);
+}
+
+void zero_bytes(void* dst, DeviceType device, int64_t bytes) {
+  if (bytes <= 0) return;
+  if (device == DeviceType::kCPU) std::memset(dst, 0, static_cast<size_t>(bytes));
+  else device_runtime("zero fill").zero_bytes(dst, bytes);
+}
+
+void* stream_for(DeviceType device) {
+  return device == DeviceType::kCPU ? nullptr : device_runtime("kernel launch").compute_stream();
+}
+
+Communicator& communicator_for(const std::vector<int64_t>& world_ranks, DeviceType device) {
+  if (device == DeviceType::kCPU) return spsd::communicator(world_ranks);
+  return device_runtime("communicator").communicator(world_ranks);
+}
+
+DeviceBlock allocate_device_block(int64_t bytes) {
+  DeviceRuntime& d = device_runtime("Storage::allocate");
+  return {d.allocator().allocate(bytes), d.shared_allocator()};
+}
+
+}  // namespace detail
+
+int device() { return detail::device_runtime("device").device(); }
+
+bool cuda_available() {
+  try {
+    detail::device_runtime("cuda_available");
+    return true;
+  } catch (const Error&) {
+    return false;
+  }
+}
+
+DeviceAllocatorStats device_allocator_stats() {
+  return detail::device_runtime("device_allocator_stats").allocator().stats();
+}
+
+void empty_device_cache() { detail::device_runtime("empty_device_cache").allocator().release_cached(); }
+
+}  // namespace spsd

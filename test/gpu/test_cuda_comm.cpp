@@ -1,0 +1,361 @@
+// gpu-comm: the device communicators (host-staged, NCCL) against the host communicator. Every
+// collective runs twice on the same data, once on device buffers through the communicator under
+// test and once on host copies through a host communicator (the reference); results, and the
+// counters each communicator kept, must be identical. Exits 77 (meson: SKIP) without a usable GPU.
+//   (a) spsd::simulate with 1, 2, 4 ranks: host-staged over the in-process communicator;
+//   (b) each process alone: NCCL over {rank};
+//   (c) under mpirun with several ranks: host-staged over MPI where ranks share a GPU, else NCCL.
+// Inputs are small integers, exact in every dtype, so sums agree whatever order NCCL reduces in.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <numeric>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include <spsd/spsd.hpp>
+
+#include "context.hpp"
+#include "event.cuh"
+#include "gpu_identity.hpp"
+#include "host_staged_communicator.hpp"
+#include "nccl_communicator.hpp"
+
+namespace {
+
+using spsd::Communicator;
+using spsd::DType;
+using spsd::ReduceOp;
+using spsd::detail::check_cuda;
+using spsd::detail::concat;
+
+constexpr const char* kOp = "gpu-comm";
+
+struct Tally {
+  int64_t checks = 0;
+  int64_t mismatches = 0;
+  std::vector<std::string> failures;  // the first few, for the log
+  void add(const Tally& other) {
+    checks += other.checks;
+    mismatches += other.mismatches;
+    for (const std::string& f : other.failures)
+      if (failures.size() < 10) failures.push_back(f);
+  }
+  void fail(std::string what) {
+    ++mismatches;
+    if (failures.size() < 10) failures.push_back(std::move(what));
+  }
+};
+
+// cudaMalloc'd copy of a host vector, written with an asynchronous copy on the compute stream (as
+// a kernel would write it: the communicator must order itself after it).
+template <class T>
+class DeviceArray {
+ public:
+  DeviceArray(const std::vector<T>& host, cudaStream_t stream) : size_(host.size()) {
+    if (size_ == 0) return;
+    check_cuda(cudaMalloc(&data_, bytes()), kOp, "cudaMalloc");
+    check_cuda(cudaMemcpyAsync(data_, host.data(), bytes(), cudaMemcpyHostToDevice, stream), kOp, "upload");
+  }
+  DeviceArray(DeviceArray&& other) noexcept
+      : data_(std::exchange(other.data_, nullptr)), size_(std::exchange(other.size_, 0)) {}
+  DeviceArray& operator=(DeviceArray&&) = delete;
+  ~DeviceArray() {
+    if (data_) (void)cudaFree(data_);
+  }
+  T* get() const { return data_; }
+  // Read back on the compute stream, i.e. after the communicator's results (it made compute wait).
+  std::vector<T> read(cudaStream_t stream) const {
+    std::vector<T> host(size_);
+    if (size_ == 0) return host;
+    check_cuda(cudaMemcpyAsync(host.data(), data_, bytes(), cudaMemcpyDeviceToHost, stream), kOp, "download");
+    check_cuda(cudaStreamSynchronize(stream), kOp, "cudaStreamSynchronize");
+    return host;
+  }
+
+ private:
+  size_t bytes() const { return size_ * sizeof(T); }
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// Small integers, different per rank, buffer and position.
+template <class T>
+std::vector<T> values(int64_t n, int64_t rank, int64_t salt) {
+  std::vector<T> v(n);
+  for (int64_t i = 0; i < n; ++i) v[i] = static_cast<T>(((rank + 1) * 37 + i * 11 + salt * 7) % 23 - 11);
+  return v;
+}
+
+// Runs each case on the device communicator and on the reference, and compares every buffer.
+class Tester {
+ public:
+  Tester(Communicator& device, Communicator& reference, cudaStream_t compute, std::string label)
+      : device_(device), reference_(reference), compute_(compute), label_(std::move(label)) {}
+
+  // op(communicator, buffers) runs one operation; buffers start equal on both sides. Only the
+  // first `defined` elements of each buffer are compared (the rest of an in-place reduce-scatter's
+  // buffer is unspecified: NCCL leaves the result in it, MPI may use it as scratch).
+  template <class T, class Op>
+  void check(const std::string& what, std::vector<std::vector<T>> buffers, Op&& op,
+             size_t defined = std::numeric_limits<size_t>::max()) {
+    std::vector<DeviceArray<T>> device;
+    std::vector<T*> on_device, on_host;
+    device.reserve(buffers.size());
+    for (std::vector<T>& b : buffers) {
+      device.emplace_back(b, compute_);
+      on_device.push_back(device.back().get());
+      on_host.push_back(b.data());
+    }
+    op(device_, on_device);
+    op(reference_, on_host);
+    ++tally.checks;
+    for (size_t i = 0; i < buffers.size(); ++i) {
+      const std::vector<T> got = device[i].read(compute_);
+      const auto end = got.begin() + std::min(defined, got.size());
+      auto [g, e] = std::mismatch(got.begin(), end, buffers[i].begin());
+      if (g == end) continue;
+      tally.fail(concat(label_, " rank ", device_.rank(), ": ", what, " (", spsd::dtype_of<T>, "): buffer ", i,
+                        " element ", g - got.begin(), " is ", *g, ", the host communicator gives ", *e));
+      return;
+    }
+  }
+
+  void check_stats(const spsd::CommStats& device, const spsd::CommStats& reference) {
+    ++tally.checks;
+    if (!(device == reference))
+      tally.fail(concat(label_, " rank ", device_.rank(), ": counters differ: device ", device, ", host ", reference));
+  }
+
+  Tally tally;
+
+ private:
+  Communicator& device_;
+  Communicator& reference_;
+  cudaStream_t compute_;
+  std::string label_;
+};
+
+template <class T>
+void collectives(Tester& t, int64_t n, int64_t me) {
+  constexpr DType dt = spsd::dtype_of<T>;
+  using Ptrs = const std::vector<T*>&;
+  // Uneven blocks with empty members (every third), as balanced splits of small dims give.
+  std::vector<int64_t> uneven(n);
+  for (int64_t k = 0; k < n; ++k) uneven[k] = k % 3 == 1 ? 0 : 2 + 3 * k;
+  const int64_t uneven_total = std::accumulate(uneven.begin(), uneven.end(), int64_t{0});
+
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+    const std::string o(spsd::to_string(op));
+    for (int64_t count : {0, 1, 1000}) {
+      t.check<T>(concat("all_reduce ", o, " count ", count), {values<T>(count, me, 1), values<T>(count, me, 2)},
+                 [&](Communicator& c, Ptrs p) { c.all_reduce(p[0], p[1], count, dt, op); });
+      t.check<T>(concat("all_reduce in place ", o, " count ", count), {values<T>(count, me, 3)},
+                 [&](Communicator& c, Ptrs p) { c.all_reduce(p[0], p[0], count, dt, op); });
+    }
+    for (int64_t count : {0, 1, 257}) {
+      t.check<T>(concat("reduce_scatter ", o, " count ", count), {values<T>(n * count, me, 4), values<T>(count, me, 5)},
+                 [&](Communicator& c, Ptrs p) { c.reduce_scatter(p[0], p[1], count, dt, op); });
+      t.check<T>(concat("reduce_scatter in place ", o, " count ", count), {values<T>(n * count, me, 6)},
+                 [&](Communicator& c, Ptrs p) { c.reduce_scatter(p[0], p[0], count, dt, op); }, count);
+    }
+    t.check<T>(concat("reduce_scatter_v ", o, " counts ", spsd::detail::join(uneven)),
+               {values<T>(uneven_total, me, 7), values<T>(uneven[me], me, 8)},
+               [&](Communicator& c, Ptrs p) { c.reduce_scatter_v(p[0], p[1], uneven, dt, op); });
+    t.check<T>(concat("reduce_scatter_v in place ", o), {values<T>(uneven_total, me, 9)},
+               [&](Communicator& c, Ptrs p) { c.reduce_scatter_v(p[0], p[0], uneven, dt, op); }, uneven[me]);
+  }
+
+  for (int64_t count : {0, 1, 300}) {
+    t.check<T>(concat("all_gather count ", count), {values<T>(count, me, 10), values<T>(n * count, me, 11)},
+               [&](Communicator& c, Ptrs p) { c.all_gather(p[0], p[1], count, dt); });
+    t.check<T>(concat("all_gather in place count ", count), {values<T>(n * count, me, 12)},
+               [&](Communicator& c, Ptrs p) { c.all_gather(p[0] + me * count, p[0], count, dt); });
+  }
+  const int64_t offset = std::accumulate(uneven.begin(), uneven.begin() + me, int64_t{0});
+  t.check<T>("all_gather_v", {values<T>(uneven[me], me, 13), values<T>(uneven_total, me, 14)},
+             [&](Communicator& c, Ptrs p) { c.all_gather_v(p[0], p[1], uneven, dt); });
+  t.check<T>("all_gather_v in place", {values<T>(uneven_total, me, 15)},
+             [&](Communicator& c, Ptrs p) { c.all_gather_v(p[0] + offset, p[0], uneven, dt); });
+
+  for (int64_t count : {0, 1, 100})
+    t.check<T>(concat("all_to_all count ", count), {values<T>(n * count, me, 16), values<T>(n * count, me, 17)},
+               [&](Communicator& c, Ptrs p) { c.all_to_all(p[0], p[1], count, dt); });
+  // a sends (3a + 5b) % 4 elements to b (zeros included); b expects exactly that from a.
+  std::vector<int64_t> send_counts(n), recv_counts(n);
+  for (int64_t p = 0; p < n; ++p) send_counts[p] = (3 * me + 5 * p) % 4, recv_counts[p] = (3 * p + 5 * me) % 4;
+  t.check<T>("all_to_all_v",
+             {values<T>(std::accumulate(send_counts.begin(), send_counts.end(), int64_t{0}), me, 18),
+              values<T>(std::accumulate(recv_counts.begin(), recv_counts.end(), int64_t{0}), me, 19)},
+             [&](Communicator& c, Ptrs p) { c.all_to_all_v(p[0], send_counts, p[1], recv_counts, dt); });
+
+  for (int64_t root = 0; root < n; ++root)
+    for (int64_t count : {0, 500})
+      t.check<T>(concat("broadcast root ", root, " count ", count), {values<T>(count, me, 20)},
+                 [&](Communicator& c, Ptrs p) { c.broadcast(p[0], count, dt, root); });
+
+  // A ring step with several messages per pair (matched in order), an empty one, and one to self.
+  const int64_t next = (me + 1) % n, prev = (me + n - 1) % n;
+  const std::vector<int64_t> ring = {3, 0, 50};
+  std::vector<std::vector<T>> buffers;
+  for (size_t j = 0; j < ring.size(); ++j) buffers.push_back(values<T>(ring[j], me, 21 + j));
+  buffers.push_back(values<T>(7, me, 25));
+  for (size_t j = 0; j < ring.size(); ++j) buffers.push_back(values<T>(ring[j], me, 26 + j));
+  buffers.push_back(values<T>(7, me, 30));
+  t.check<T>("send_recv", std::move(buffers), [&](Communicator& c, Ptrs p) {
+    std::vector<spsd::SendSpec> sends;
+    std::vector<spsd::RecvSpec> recvs;
+    for (size_t j = 0; j < ring.size(); ++j) {
+      sends.push_back({next, p[j], ring[j]});
+      recvs.push_back({prev, p[ring.size() + 1 + j], ring[j]});
+    }
+    sends.push_back({me, p[ring.size()], 7});
+    recvs.push_back({me, p[2 * ring.size() + 1], 7});
+    c.send_recv(sends, recvs, dt);
+  });
+
+  t.check<T>("barrier", {}, [](Communicator& c, Ptrs) { c.barrier(); });
+}
+
+// Everything one rank does for one device communicator: its streams, the communicator under test
+// (made by `make` over world_ranks), the reference host communicator, and all dtypes.
+using Make = std::function<std::unique_ptr<Communicator>(spsd::CommStats*, const spsd::detail::DeviceStreams&)>;
+
+Tally run_group(const std::string& label, int device, const std::vector<int64_t>& world_ranks, int64_t me,
+                const Make& make) {
+  check_cuda(cudaSetDevice(device), kOp, concat("cudaSetDevice(", device, ")"));
+  spsd::detail::Stream compute(kOp), comm(kOp);
+  const spsd::detail::DeviceStreams streams{device, compute.get(), comm.get()};
+  spsd::CommStats device_stats, reference_stats;
+  std::unique_ptr<Communicator> under_test = make(&device_stats, streams);
+  std::unique_ptr<Communicator> reference =
+      spsd::detail::context(kOp).backend->create(world_ranks, me, &reference_stats);
+  Tester t(*under_test, *reference, compute.get(), label);
+  const int64_t n = static_cast<int64_t>(world_ranks.size());
+  collectives<float>(t, n, me);
+  collectives<double>(t, n, me);
+  collectives<int32_t>(t, n, me);
+  collectives<int64_t>(t, n, me);
+  t.check_stats(device_stats, reference_stats);
+  return t.tally;
+}
+
+std::unique_ptr<Communicator> host_staged(const std::vector<int64_t>& ranks, int64_t me, spsd::CommStats* stats,
+                                          const spsd::detail::DeviceStreams& streams, spsd::CommStats* scratch) {
+  return spsd::detail::make_host_staged_communicator(
+      ranks, me, stats, spsd::detail::context(kOp).backend->create(ranks, me, scratch), streams);
+}
+
+std::unique_ptr<Communicator> nccl(const std::vector<int64_t>& ranks, int64_t me, spsd::CommStats* stats,
+                                   const spsd::detail::DeviceStreams& streams, Communicator& bootstrap) {
+  const std::chrono::milliseconds* timeout = &spsd::detail::context(kOp).timeout;
+  return spsd::detail::make_nccl_communicator(ranks, me, stats, bootstrap, streams, timeout);
+}
+
+std::vector<int64_t> iota(int64_t n) {
+  std::vector<int64_t> r(n);
+  std::iota(r.begin(), r.end(), int64_t{0});
+  return r;
+}
+
+// Prints the group's line and its first failures; an exception counts as a failure.
+void report(const std::string& label, Tally& total, const std::function<Tally()>& body) {
+  Tally tally;
+  try {
+    tally = body();
+  } catch (const std::exception& e) {
+    tally.fail(concat(label, " threw: ", e.what()));
+  }
+  std::printf("%s: %lld checks, %lld mismatches\n", label.c_str(), static_cast<long long>(tally.checks),
+              static_cast<long long>(tally.mismatches));
+  for (const std::string& f : tally.failures) std::printf("  MISMATCH %s\n", f.c_str());
+  std::fflush(stdout);
+  total.add(tally);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  int devices = 0;
+  const cudaError_t err = cudaGetDeviceCount(&devices);
+  if (err != cudaSuccess || devices == 0) {
+    std::printf("SKIP: no usable CUDA device (%s)\n",
+                err != cudaSuccess ? cudaGetErrorString(err) : "the driver reports none");
+    return 77;
+  }
+  spsd::Runtime runtime(argc, argv);
+  const int64_t world = spsd::world_size(), rank = spsd::rank();
+  const int device = spsd::local_rank() % devices;
+  Tally total;
+
+  // (a) Threads as ranks, device rank % devices: host-staged over the in-process communicator.
+  for (int n : {1, 2, 4}) {
+    const std::string label = concat("host-staged, simulate ", n, " ranks");
+    report(label, total, [&] {
+      std::mutex mutex;
+      Tally all;
+      spsd::simulate(n, [&] {
+        const int64_t me = spsd::rank();
+        const int my_device = static_cast<int>(me % devices);
+        spsd::CommStats scratch;
+        Tally mine = run_group(label, my_device, iota(n), me, [&](spsd::CommStats* stats, const auto& streams) {
+          return host_staged(iota(n), me, stats, streams, &scratch);
+        });
+        // Threads share the GPUs round-robin: they share one exactly when there are more threads.
+        auto host = spsd::detail::context(kOp).backend->create(iota(n), me, &scratch);
+        ++mine.checks;
+        if (spsd::detail::ranks_share_a_gpu(*host, my_device) != (n > devices))
+          mine.fail(concat(label, " rank ", me, ": ranks_share_a_gpu disagrees with ", n, " threads on ", devices,
+                           " GPUs"));
+        std::lock_guard lock(mutex);
+        all.add(mine);
+      });
+      return all;
+    });
+  }
+
+  // (b) This process alone: NCCL over {rank}.
+  report(concat("nccl, world rank ", rank, " alone"), total, [&] {
+    spsd::CommStats scratch;
+    auto bootstrap = spsd::detail::context(kOp).backend->create({rank}, 0, &scratch);
+    return run_group(concat("nccl {", rank, "}"), device, {rank}, 0, [&](spsd::CommStats* stats, const auto& streams) {
+      return nccl({rank}, 0, stats, streams, *bootstrap);
+    });
+  });
+
+  // (c) All processes: NCCL where each drives its own GPU, else host-staged over MPI.
+  if (world > 1) {
+    spsd::CommStats scratch;
+    std::unique_ptr<Communicator> bootstrap;
+    bool share = false;
+    report(concat("ranks_share_a_gpu, ", world, " processes"), total, [&] {
+      bootstrap = spsd::detail::context(kOp).backend->create(iota(world), rank, &scratch);
+      share = spsd::detail::ranks_share_a_gpu(*bootstrap, device);
+      std::printf("world rank %lld: device %d, ranks %s a GPU\n", static_cast<long long>(rank), device,
+                  share ? "share" : "do not share");
+      return Tally{.checks = 1};
+    });
+    const std::string label = concat(share ? "host-staged" : "nccl", ", ", world, " processes");
+    report(label, total, [&] {
+      return run_group(label, device, iota(world), rank, [&](spsd::CommStats* stats, const auto& streams) {
+        return share ? host_staged(iota(world), rank, stats, streams, &scratch)
+                     : nccl(iota(world), rank, stats, streams, *bootstrap);
+      });
+    });
+  }
+
+  // Every process returns the same verdict.
+  int64_t mismatches = total.mismatches;
+  spsd::world_communicator().all_reduce(&mismatches, &mismatches, 1, DType::kInt64, ReduceOp::kSum);
+  std::printf("gpu-comm: %lld checks on world rank %lld, %lld mismatches on all ranks: %s\n",
+              static_cast<long long>(total.checks), static_cast<long long>(rank), static_cast<long long>(mismatches),
+              mismatches == 0 ? "OK" : "FAIL");
+  return mismatches == 0 ? 0 : 1;
+}

@@ -1,0 +1,616 @@
+// gpu-kernels: every local CUDA kernel (include/spsd/kernel/cuda/) against its cpu counterpart
+// on random inputs: several shapes (empty, 0-d, odd sizes, broadcasts) and every dtype each
+// supports. Integers, copies, permutes, fills and max/min must match exactly; floating math
+// within per-op tolerances; a NaN fails unless the cpu has NaN at the same position. Exits 77
+// (meson: SKIP) where no CUDA device is usable.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <functional>
+#include <iostream>
+#include <limits>
+#include <random>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <vector>
+
+#include "spsd/core/reduce_op.hpp"
+#include "spsd/kernel/cpu/elementwise.hpp"
+#include "spsd/kernel/cpu/gemm.hpp"
+#include "spsd/kernel/cpu/index.hpp"
+#include "spsd/kernel/cpu/permute.hpp"
+#include "spsd/kernel/cpu/reduce.hpp"
+#include "spsd/kernel/cpu/softmax.hpp"
+#include "spsd/kernel/cuda/copy.hpp"
+#include "spsd/kernel/cuda/elementwise.hpp"
+#include "spsd/kernel/cuda/gemm.hpp"
+#include "spsd/kernel/cuda/index.hpp"
+#include "spsd/kernel/cuda/permute.hpp"
+#include "spsd/kernel/cuda/random.hpp"
+#include "spsd/kernel/cuda/reduce.hpp"
+#include "spsd/kernel/cuda/softmax.hpp"
+#include "spsd/tensor/random.hpp"
+
+namespace {
+
+using spsd::Box;
+using spsd::DType;
+using spsd::ReduceOp;
+using spsd::Shape;
+namespace cpu = spsd::kernel::cpu;
+namespace gpu = spsd::kernel::cuda;
+using Axes = std::vector<int64_t>;
+
+cudaStream_t g_stream = nullptr;
+std::mt19937_64 g_rng(20240601);
+
+struct Tally {
+  int64_t cases = 0, failures = 0;
+};
+Tally g_group, g_total;
+int g_printed = 0;
+
+void fail(const std::string& what) {
+  ++g_group.failures;
+  if (++g_printed <= 40) std::cout << "  FAIL " << what << "\n";
+}
+
+void check_cuda(cudaError_t err, const char* what) {
+  if (err != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(err));
+}
+
+// Waits for the stream and surfaces asynchronous kernel faults at the call that caused them.
+void sync() {
+  check_cuda(cudaStreamSynchronize(g_stream), "cudaStreamSynchronize");
+  check_cuda(cudaGetLastError(), "kernel");
+}
+
+template <class T>
+struct Dev {
+  T* ptr = nullptr;
+  int64_t n = 0;
+  explicit Dev(int64_t count) : n(count) {
+    check_cuda(cudaMalloc(&ptr, std::max<int64_t>(count, 1) * sizeof(T)), "cudaMalloc");
+  }
+  explicit Dev(const std::vector<T>& v) : Dev(static_cast<int64_t>(v.size())) {
+    if (n) check_cuda(cudaMemcpy(ptr, v.data(), n * sizeof(T), cudaMemcpyHostToDevice), "cudaMemcpy H2D");
+  }
+  Dev(const Dev&) = delete;
+  Dev& operator=(const Dev&) = delete;
+  ~Dev() { cudaFree(ptr); }
+  std::vector<T> get() const {
+    sync();
+    std::vector<T> v(n);
+    if (n) check_cuda(cudaMemcpy(v.data(), ptr, n * sizeof(T), cudaMemcpyDeviceToHost), "cudaMemcpy D2H");
+    return v;
+  }
+};
+
+template <class T>
+std::vector<T> random_values(int64_t n, double lo = -3, double hi = 3) {
+  std::vector<T> v(n);
+  if constexpr (std::is_floating_point_v<T>) {
+    std::uniform_real_distribution<T> d(static_cast<T>(lo), static_cast<T>(hi));
+    for (T& x : v) x = d(g_rng);
+  } else {  // mostly small, one in 16 an extreme so products and sums wrap
+    std::uniform_int_distribution<T> small(-1000, 1000), any(std::numeric_limits<T>::min(), std::numeric_limits<T>::max());
+    for (T& x : v) x = g_rng() % 16 == 0 ? any(g_rng) : small(g_rng);
+  }
+  return v;
+}
+
+template <class T>
+std::string show(T v) {
+  std::ostringstream s;
+  s.precision(std::is_same_v<T, float> ? 9 : 17);
+  s << v;
+  return s.str();
+}
+
+// got vs want element by element: |got - want| <= atol + rtol * scale[i] (scale = |want| when
+// empty); exact when both tolerances are 0 (integers always). NaN passes only against NaN.
+template <class T>
+void compare(const std::string& what, const std::vector<T>& got, const std::vector<T>& want, double rtol = 0,
+             double atol = 0, const std::vector<T>& scale = {}) {
+  ++g_group.cases;
+  if (got.size() != want.size()) return fail(what + ": size " + std::to_string(got.size()) + " vs " + std::to_string(want.size()));
+  for (size_t i = 0; i < got.size(); ++i) {
+    bool ok;
+    if constexpr (std::is_floating_point_v<T>) {
+      const double g = got[i], w = want[i];
+      if (std::isnan(w) || std::isnan(g)) ok = std::isnan(w) && std::isnan(g);
+      else if (std::isinf(w) || (rtol == 0 && atol == 0)) ok = g == w;
+      else ok = std::abs(g - w) <= atol + rtol * (scale.empty() ? std::abs(w) : std::abs(double(scale[i])));
+    } else {
+      ok = got[i] == want[i];
+    }
+    if (!ok) return fail(what + ": at " + std::to_string(i) + " gpu " + show(got[i]) + ", cpu " + show(want[i]));
+  }
+}
+
+template <class F>
+void expect_error(const std::string& what, F f) {
+  ++g_group.cases;
+  try {
+    f();
+  } catch (const spsd::Error&) {
+    return;
+  }
+  fail(what + ": no spsd::Error");
+}
+
+void group(const char* name, const std::function<void()>& body) {
+  g_group = {};
+  try {
+    body();
+  } catch (const std::exception& e) {
+    fail(std::string("exception: ") + e.what());
+  }
+  std::cout << (g_group.failures ? "FAIL " : "ok   ") << name << ": " << g_group.cases << " cases, " << g_group.failures
+            << " failures\n";
+  g_total.cases += g_group.cases;
+  g_total.failures += g_group.failures;
+}
+
+template <class F>
+void for_each_type(F f) {
+  f.template operator()<float>();
+  f.template operator()<double>();
+  f.template operator()<int32_t>();
+  f.template operator()<int64_t>();
+}
+
+template <class T>
+std::string tname() { return std::string(spsd::to_string(spsd::dtype_of<T>)); }
+
+// Relative tolerances for one rounding-sensitive floating op (a few ulps of the device libm,
+// and contraction into FMAs).
+template <class T>
+double rtol_of() { return std::is_same_v<T, float> ? 1e-5 : 1e-12; }
+template <class T>
+double atol_of() { return std::is_same_v<T, float> ? 1e-6 : 1e-14; }
+
+// ---- element-wise ----
+
+void test_elementwise() {
+  const std::vector<int64_t> sizes = {0, 1, 7, 1000, 65537};
+  const std::vector<std::pair<Shape, Shape>> pairs = {
+      {{}, {}}, {{5}, {5}}, {{0}, {0}}, {{3, 0}, {0}}, {{4, 5}, {5}}, {{4, 5}, {4, 1}}, {{1, 5}, {4, 1}},
+      {{2, 3, 4}, {3, 1}}, {{7}, {}}, {{}, {7}}, {{2, 1, 3, 1, 5}, {4, 1, 6, 1}}, {{17, 33}, {17, 33}},
+      {{3, 1, 129}, {1, 65, 1}}};
+  const cpu::UnaryOp unary_ops[] = {cpu::UnaryOp::kNeg, cpu::UnaryOp::kRelu, cpu::UnaryOp::kGelu,
+                                    cpu::UnaryOp::kExp, cpu::UnaryOp::kLog, cpu::UnaryOp::kTanh,
+                                    cpu::UnaryOp::kSigmoid, cpu::UnaryOp::kSqrt, cpu::UnaryOp::kAbs};
+  const cpu::BinaryOp binary_ops[] = {cpu::BinaryOp::kAdd, cpu::BinaryOp::kSub, cpu::BinaryOp::kMul,
+                                      cpu::BinaryOp::kDiv, cpu::BinaryOp::kMax, cpu::BinaryOp::kMin};
+  for_each_type([&]<class T>() {
+    const bool fp = std::is_floating_point_v<T>;
+    for (int64_t n : sizes) {
+      std::vector<T> x = random_values<T>(n);
+      for (T& v : x)
+        if (v == T(0)) v = T(1);  // rdiv_scalar divides by x; integer zero divisors are the caller's check
+      const Dev<T> dx(x);
+      for (cpu::UnaryOp op : unary_ops) {
+        const std::string what = "unary " + std::string(to_string(op)) + " " + tname<T>() + " n=" + std::to_string(n);
+        if (!cpu::unary_supports(op, spsd::dtype_of<T>)) {
+          expect_error(what, [&] { gpu::unary<T>(op, dx.ptr, dx.ptr, n, g_stream); });
+          continue;
+        }
+        std::vector<T> want(n);
+        cpu::unary<T>(op, x.data(), want.data(), n);
+        Dev<T> out(n);
+        gpu::unary<T>(op, dx.ptr, out.ptr, n, g_stream);
+        const bool exact = op == cpu::UnaryOp::kNeg || op == cpu::UnaryOp::kRelu || op == cpu::UnaryOp::kAbs;
+        compare(what, out.get(), want, exact ? 0 : rtol_of<T>(), exact ? 0 : atol_of<T>());
+      }
+      // fill, scale (wrapping for integers), binary_scalar both ways
+      std::vector<T> want(n);
+      Dev<T> out(n);
+      cpu::fill<T>(want.data(), n, T(3));
+      gpu::fill<T>(out.ptr, n, T(3), g_stream);
+      compare("fill " + tname<T>(), out.get(), want);
+      want = x;
+      cpu::scale<T>(want.data(), n, T(fp ? 0.37 : 977));
+      Dev<T> scaled(x);
+      gpu::scale<T>(scaled.ptr, n, T(fp ? 0.37 : 977), g_stream);
+      compare("scale " + tname<T>(), scaled.get(), want);
+      for (cpu::BinaryOp op : binary_ops) {
+        for (bool first : {false, true}) {
+          const T s = T(fp ? -1.75 : -7);
+          cpu::binary_scalar<T>(op, x.data(), s, want.data(), n, first);
+          gpu::binary_scalar<T>(op, dx.ptr, s, out.ptr, n, first, g_stream);
+          compare("binary_scalar " + std::string(to_string(op)) + (first ? " (scalar first) " : " ") + tname<T>(),
+                  out.get(), want);
+        }
+      }
+      if (!fp) expect_error("div_scalar by 0", [&] { gpu::binary_scalar<T>(cpu::BinaryOp::kDiv, dx.ptr, T(0), out.ptr, n, false, g_stream); });
+    }
+    for (const auto& [sa, sb] : pairs) {
+      const Shape so = cpu::detail::broadcast_shape("test", sa, sb);
+      std::vector<T> a = random_values<T>(sa.numel()), b = random_values<T>(sb.numel());
+      for (T& v : b)
+        if (v == T(0)) v = T(1);  // integer div: callers rule out zero divisors
+      const Dev<T> da(a), db(b);
+      for (cpu::BinaryOp op : binary_ops) {
+        const std::string what = std::string(to_string(op)) + " " + tname<T>() + " " + sa.to_string() + " x " + sb.to_string();
+        std::vector<T> want(so.numel());
+        cpu::binary<T>(op, a.data(), sa, b.data(), sb, want.data(), so);
+        Dev<T> out(so.numel());
+        gpu::binary<T>(op, da.ptr, sa, db.ptr, sb, out.ptr, so, g_stream);
+        compare(what, out.get(), want);
+        if (sa == so) {  // in place into a
+          Dev<T> inplace(a);
+          gpu::binary<T>(op, inplace.ptr, sa, db.ptr, sb, inplace.ptr, so, g_stream);
+          compare(what + " in place", inplace.get(), want);
+        }
+      }
+    }
+    Dev<T> tmp(20);
+    expect_error("binary bad out shape", [&] { gpu::binary<T>(cpu::BinaryOp::kAdd, tmp.ptr, Shape{4, 5}, tmp.ptr, Shape{5}, tmp.ptr, Shape{5, 4}, g_stream); });
+  });
+}
+
+// ---- reduce ----
+
+void test_reduce() {
+  const std::vector<std::pair<Shape, Axes>> cases = {
+      {{}, {}}, {{7}, {0}}, {{0}, {0}}, {{3, 0}, {1}}, {{0, 3}, {1}}, {{4, 5}, {0}}, {{4, 5}, {1}}, {{4, 5}, {0, 1}},
+      {{2, 3, 4}, {0, 2}}, {{2, 3, 4}, {1}}, {{5, 1, 7}, {1}}, {{3, 1000}, {1}}, {{1000, 3}, {0}},
+      {{2, 3, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 2}}, {{1025}, {0}}, {{64, 33, 17}, {0, 1}}, {{2, 3}, {}},
+      {{3, 100000}, {1}}, {{100000, 2}, {0}}};
+  for_each_type([&]<class T>() {
+    for (const auto& [shape, axes] : cases) {
+      const std::vector<T> x = random_values<T>(shape.numel());
+      int64_t out_n = 1;
+      for (int64_t d = 0; d < shape.ndim(); ++d)
+        if (std::find(axes.begin(), axes.end(), d) == axes.end()) out_n *= shape[d];
+      const Dev<T> dx(x);
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+        std::vector<T> want(out_n);
+        cpu::reduce<T>(op, x.data(), shape, axes, want.data());
+        Dev<T> out(out_n);
+        gpu::reduce<T>(op, dx.ptr, shape, axes, out.ptr, g_stream);
+        const std::string what = "reduce " + std::string(to_string(op)) + " " + tname<T>() + " " + shape.to_string() +
+                                 " axes " + spsd::detail::join(axes);
+        if (std::is_floating_point_v<T> && op == ReduceOp::kSum) {
+          // Sums differ by summation order: scale the tolerance by the sum of magnitudes.
+          std::vector<T> ax(x.size()), abs_sum(out_n);
+          for (size_t i = 0; i < x.size(); ++i) ax[i] = std::abs(x[i]);
+          cpu::reduce<T>(ReduceOp::kSum, ax.data(), shape, axes, abs_sum.data());
+          compare(what, out.get(), want, rtol_of<T>(), atol_of<T>(), abs_sum);
+        } else {
+          compare(what, out.get(), want);
+        }
+      }
+    }
+    Dev<T> tmp(20);
+    expect_error("reduce unsorted axes", [&] { gpu::reduce<T>(ReduceOp::kSum, tmp.ptr, Shape{4, 5}, Axes{1, 0}, tmp.ptr, g_stream); });
+  });
+}
+
+// ---- softmax ----
+
+void test_softmax() {
+  const std::vector<std::pair<Shape, int64_t>> cases = {
+      {{5}, 0}, {{0}, 0}, {{3, 0}, 1}, {{3, 0}, 0}, {{4, 7}, 1}, {{4, 7}, 0}, {{2, 3, 5}, 1}, {{2, 1000}, 1},
+      {{1000, 3}, 0}, {{3, 4097}, 1}, {{1, 1}, 1}};
+  auto run = [&]<class T>() {
+    for (const auto& [shape, axis] : cases) {
+      std::vector<T> x = random_values<T>(shape.numel(), -20, 20);
+      if (shape.ndim() == 2 && shape[0] >= 2 && axis == 1)  // a row of -inf gives NaN on both sides
+        for (int64_t j = 0; j < shape[1]; ++j) x[shape[1] + j] = -std::numeric_limits<T>::infinity();
+      const Dev<T> dx(x);
+      for (bool log : {false, true}) {
+        std::vector<T> want(x.size());
+        cpu::softmax<T>(x.data(), shape, axis, want.data(), log);
+        Dev<T> out(shape.numel());
+        gpu::softmax<T>(dx.ptr, shape, axis, out.ptr, log, g_stream);
+        const std::string what = std::string(log ? "log_softmax " : "softmax ") + tname<T>() + " " + shape.to_string() +
+                                 " axis " + std::to_string(axis);
+        // log_softmax near 0 is (x - max) - lse with lse up to ~log(len): an ulp of lse, absolute.
+        const double atol = log ? (std::is_same_v<T, float> ? 2e-5 : 1e-13) : atol_of<T>();
+        compare(what, out.get(), want, rtol_of<T>(), atol);
+        Dev<T> inplace(x);
+        gpu::softmax<T>(inplace.ptr, shape, axis, inplace.ptr, log, g_stream);
+        compare(what + " in place", inplace.get(), want, rtol_of<T>(), atol);
+      }
+    }
+    Dev<T> tmp(1);
+    expect_error("softmax 0-d", [&] { gpu::softmax<T>(tmp.ptr, Shape{}, 0, tmp.ptr, false, g_stream); });
+  };
+  run.template operator()<float>();
+  run.template operator()<double>();
+}
+
+// ---- permute, copy_region ----
+
+void test_permute() {
+  const std::vector<std::pair<Shape, Axes>> cases = {
+      {{}, {}}, {{5}, {0}}, {{0, 3}, {1, 0}}, {{4, 5}, {1, 0}}, {{4, 5}, {0, 1}}, {{2, 3, 4}, {0, 2, 1}},
+      {{2, 3, 4}, {2, 0, 1}}, {{2, 3, 4}, {1, 0, 2}}, {{33, 65}, {1, 0}}, {{3, 1, 5, 7}, {3, 2, 1, 0}},
+      {{2, 3, 4, 5}, {1, 3, 0, 2}}, {{70, 3, 40}, {2, 1, 0}}, {{5, 1}, {1, 0}}, {{300, 257}, {1, 0}}};
+  struct Region {
+    Shape src;
+    Axes src_begin;
+    Shape dst;
+    Axes dst_begin;
+    Shape extent;
+  };
+  const std::vector<Region> regions = {
+      {{}, {}, {}, {}, {}},
+      {{10}, {2}, {8}, {1}, {5}},
+      {{4, 5}, {1, 0}, {6, 5}, {2, 0}, {3, 5}},
+      {{4, 5}, {1, 1}, {6, 7}, {0, 2}, {3, 3}},
+      {{3, 4, 5}, {1, 0, 2}, {2, 6, 5}, {0, 1, 0}, {2, 3, 3}},
+      {{3, 4, 5}, {0, 0, 0}, {3, 4, 5}, {0, 0, 0}, {3, 4, 5}},
+      {{3, 4}, {0, 0}, {3, 4}, {0, 0}, {0, 4}},
+      {{9, 1, 300}, {2, 0, 7}, {5, 2, 299}, {1, 1, 0}, {3, 1, 290}}};
+  for_each_type([&]<class T>() {
+    for (const auto& [shape, perm] : cases) {
+      const std::vector<T> x = random_values<T>(shape.numel());
+      std::vector<T> want(x.size());
+      cpu::permute<T>(x.data(), shape, perm, want.data());
+      const Dev<T> dx(x);
+      Dev<T> out(shape.numel());
+      gpu::permute<T>(dx.ptr, shape, perm, out.ptr, g_stream);
+      compare("permute " + tname<T>() + " " + shape.to_string() + " perm " + spsd::detail::join(perm), out.get(), want);
+    }
+    for (const Region& r : regions) {
+      const std::vector<T> src = random_values<T>(r.src.numel());
+      std::vector<T> want = random_values<T>(r.dst.numel());  // untouched elements must stay
+      const Dev<T> ds(src);
+      Dev<T> dd(want);
+      cpu::copy_region<T>(src.data(), r.src, r.src_begin, want.data(), r.dst, r.dst_begin, r.extent);
+      gpu::copy_region<T>(ds.ptr, r.src, r.src_begin, dd.ptr, r.dst, r.dst_begin, r.extent, g_stream);
+      compare("copy_region " + tname<T>() + " extent " + r.extent.to_string(), dd.get(), want);
+    }
+    Dev<T> tmp(20);
+    expect_error("permute bad perm", [&] { gpu::permute<T>(tmp.ptr, Shape{4, 5}, Axes{0, 0}, tmp.ptr, g_stream); });
+    expect_error("copy_region out of bounds", [&] {
+      gpu::copy_region<T>(tmp.ptr, Shape{4, 5}, Axes{2, 0}, tmp.ptr, Shape{4, 5}, Axes{0, 0}, Shape{3, 5}, g_stream);
+    });
+  });
+}
+
+// ---- copy.hpp: copy_box, fill_identity, first_zero, copy_bytes ----
+
+// The reference box copy: element by element over the region, in global coordinates.
+void reference_copy_box(const unsigned char* src, const Box& src_box, unsigned char* dst, const Box& dst_box,
+                        const Box& region, int64_t elem) {
+  const Shape r = region.shape();
+  const std::vector<int64_t> ss = spsd::contiguous_strides(src_box.shape()), ds = spsd::contiguous_strides(dst_box.shape());
+  for (int64_t i = 0; i < r.numel(); ++i) {
+    int64_t so = 0, dof = 0;
+    for (int64_t d = r.ndim() - 1, rest = i; d >= 0; --d) {
+      const int64_t at = region.begin[d] + rest % r[d];
+      so += (at - src_box.begin[d]) * ss[d];
+      dof += (at - dst_box.begin[d]) * ds[d];
+      rest /= r[d];
+    }
+    std::memcpy(dst + dof * elem, src + so * elem, elem);
+  }
+}
+
+void test_copy() {
+  const std::vector<std::tuple<Box, Box, Box>> boxes = {  // src box, dst box, region (global coordinates)
+      {{{}, {}}, {{}, {}}, {{}, {}}},
+      {{{3}, {10}}, {{0}, {6}}, {{3}, {6}}},
+      {{{1, 0, 0}, {5, 7, 5}}, {{0, 2, 1}, {6, 6, 4}}, {{1, 2, 1}, {5, 6, 4}}},
+      {{{0, 0}, {4, 6}}, {{2, 0}, {6, 6}}, {{2, 0}, {4, 6}}},
+      {{{0, 0}, {4, 6}}, {{0, 0}, {4, 6}}, {{0, 0}, {4, 6}}},
+      {{{0, 0}, {4, 6}}, {{0, 0}, {4, 6}}, {{1, 3}, {1, 5}}},
+      {{{0, 0, 0, 0}, {3, 4, 5, 6}}, {{1, 0, 2, 0}, {3, 4, 5, 6}}, {{1, 1, 2, 0}, {3, 3, 5, 6}}}};
+  for (int64_t elem : {4, 8, 2, 12}) {
+    for (int64_t misalign : {int64_t{0}, elem / 2}) {
+      for (const auto& [sb, db, region] : boxes) {
+        const int64_t sbytes = sb.numel() * elem, dbytes = db.numel() * elem;
+        std::vector<unsigned char> src(sbytes), want(dbytes);
+        for (auto& c : src) c = static_cast<unsigned char>(g_rng());
+        for (auto& c : want) c = static_cast<unsigned char>(g_rng());
+        Dev<unsigned char> ds(sbytes + misalign), dd(dbytes + misalign);
+        check_cuda(cudaMemcpy(ds.ptr + misalign, src.data(), sbytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+        check_cuda(cudaMemcpy(dd.ptr + misalign, want.data(), dbytes, cudaMemcpyHostToDevice), "cudaMemcpy");
+        reference_copy_box(src.data(), sb, want.data(), db, region, elem);
+        gpu::copy_box(ds.ptr + misalign, sb, dd.ptr + misalign, db, region, elem, g_stream);
+        std::vector<unsigned char> got = dd.get();
+        got.erase(got.begin(), got.begin() + misalign);
+        got.resize(dbytes);
+        compare("copy_box elem " + std::to_string(elem) + " offset " + std::to_string(misalign) + " region " +
+                    region.to_string(),
+                got, want);
+      }
+    }
+  }
+  for_each_type([&]<class T>() {
+    for (int64_t n : {0, 5, 1000}) {
+      for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+        const std::vector<T> want(n, spsd::reduce_identity<T>(op));
+        Dev<T> out(n);
+        gpu::fill_identity(out.ptr, n, spsd::dtype_of<T>, op, g_stream);
+        compare("fill_identity " + tname<T>() + " " + std::string(to_string(op)), out.get(), want);
+      }
+    }
+    for (int64_t n : {0, 1, 17, 100000}) {
+      std::vector<T> x = random_values<T>(n, 1, 3);
+      for (T& v : x)
+        if (v == T(0)) v = T(1);
+      for (int64_t at : {int64_t{-1}, int64_t{0}, n / 2, n - 1}) {
+        if (at >= n) continue;
+        std::vector<T> y = x;
+        if (at >= 0) {
+          y[at] = T(0);
+          if (at + 1 < n) y[n - 1] = T(0);  // a later zero must not win
+        }
+        const Dev<T> dy(y);
+        const int64_t got = gpu::first_zero(dy.ptr, n, spsd::dtype_of<T>, g_stream);
+        ++g_group.cases;
+        if (got != at)
+          fail("first_zero " + tname<T>() + " n=" + std::to_string(n) + ": " + std::to_string(got) + " vs " + std::to_string(at));
+      }
+    }
+  });
+  const std::vector<int64_t> bytes = random_values<int64_t>(1001);
+  const Dev<int64_t> from(bytes);
+  Dev<int64_t> to(1001);
+  gpu::copy_bytes(to.ptr, from.ptr, 1001 * 8, g_stream);
+  compare("copy_bytes", to.get(), bytes);
+}
+
+// ---- index ----
+
+void test_index() {
+  for_each_type([&]<class T>() {
+    for (int64_t dim : {0, 1, 7}) {
+      for (int64_t n : {0, 1, 13}) {
+        const int64_t rows = 5, row_begin = 3, vocab = 10;
+        const std::vector<T> w = random_values<T>(rows * dim);
+        std::vector<int64_t> idx(n);
+        for (int64_t& i : idx) i = static_cast<int64_t>(g_rng() % 14) - 2;  // [-2, 12): some outside [0, vocab)
+        const Dev<T> dw(w);
+        const Dev<int64_t> di(idx);
+        std::vector<T> want(n * dim);
+        cpu::embedding<T>(w.data(), row_begin, rows, dim, idx.data(), n, want.data());
+        Dev<T> out(n * dim);
+        gpu::embedding<T>(dw.ptr, row_begin, rows, dim, di.ptr, n, out.ptr, g_stream);
+        const std::string what = tname<T>() + " n=" + std::to_string(n) + " dim=" + std::to_string(dim);
+        compare("embedding " + what, out.get(), want);
+        // op/index.hpp's marking, written out on the host
+        for (int64_t i = 0; i < n; ++i)
+          if (idx[i] < 0 || idx[i] >= vocab)
+            for (int64_t j = 0; j < dim; ++j) want[i * dim + j] = std::numeric_limits<T>::quiet_NaN();
+        gpu::mark_out_of_range<T>(di.ptr, n, vocab, dim, out.ptr, g_stream);
+        compare("mark_out_of_range " + what, out.get(), want);
+
+        const int64_t c = dim, c_begin = 2;  // pick: x (n, c), classes [2, 2 + c)
+        const std::vector<T> x = random_values<T>(n * c);
+        const Dev<T> dx(x);
+        std::vector<T> pwant(n);
+        cpu::pick<T>(x.data(), n, c_begin, c, idx.data(), pwant.data());
+        Dev<T> pout(n);
+        gpu::pick<T>(dx.ptr, n, c_begin, c, di.ptr, pout.ptr, g_stream);
+        compare("pick " + what, pout.get(), pwant);
+      }
+    }
+  });
+}
+
+// ---- matmul ----
+
+void test_matmul() {
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{2, 3}, {3, 4}}, {{0, 3}, {3, 4}}, {{2, 0}, {0, 4}}, {{5, 3}, {3, 0}}, {{4, 2, 3}, {3, 5}},
+      {{4, 2, 3}, {4, 3, 5}}, {{2, 3}, {4, 3, 5}}, {{2, 1, 3, 4}, {3, 4, 2}}, {{3, 1, 2, 3}, {1, 4, 3, 2}},
+      {{65, 33}, {33, 17}}, {{1, 1}, {1, 1}}, {{3, 17, 40}, {40, 19}}, {{128, 256}, {256, 64}}};
+  auto run = [&]<class T>(const std::string& label, double rtol) {
+    for (const auto& [sa, sb] : cases) {
+      std::vector<int64_t> od = cpu::detail::broadcast_shape("test", cpu::detail::batch_of(sa), cpu::detail::batch_of(sb)).dims();
+      od.insert(od.end(), {sa[sa.ndim() - 2], sb[sb.ndim() - 1]});
+      const Shape so(od);
+      const std::vector<T> a = random_values<T>(sa.numel()), b = random_values<T>(sb.numel());
+      std::vector<T> want(so.numel());
+      cpu::matmul<T>(a.data(), sa, b.data(), sb, want.data(), so);
+      const Dev<T> da(a), db(b);
+      Dev<T> out(so.numel());
+      gpu::matmul<T>(da.ptr, sa, db.ptr, sb, out.ptr, so, g_stream);
+      const std::string what = "matmul " + label + " " + sa.to_string() + " x " + sb.to_string();
+      if constexpr (std::is_floating_point_v<T>) {  // tolerance scaled by |a| @ |b|
+        std::vector<T> aa(a.size()), ab(b.size()), scale(so.numel());
+        std::transform(a.begin(), a.end(), aa.begin(), [](T v) { return std::abs(v); });
+        std::transform(b.begin(), b.end(), ab.begin(), [](T v) { return std::abs(v); });
+        cpu::matmul<T>(aa.data(), sa, ab.data(), sb, scale.data(), so);
+        compare(what, out.get(), want, rtol, atol_of<T>(), scale);
+      } else {
+        compare(what, out.get(), want);
+      }
+    }
+  };
+  run.template operator()<float>("float32", 1e-5);
+  run.template operator()<double>("float64", 1e-13);
+  run.template operator()<int32_t>("int32", 0);
+  run.template operator()<int64_t>("int64", 0);
+  const bool before = gpu::allow_tf32();
+  gpu::set_allow_tf32(true);
+  run.template operator()<float>("float32 tf32", 5e-3);
+  gpu::set_allow_tf32(before);
+  Dev<float> tmp(20);
+  expect_error("matmul inner mismatch", [&] { gpu::matmul<float>(tmp.ptr, Shape{2, 3}, tmp.ptr, Shape{4, 2}, tmp.ptr, Shape{2, 2}, g_stream); });
+}
+
+// ---- random ----
+
+void test_random() {
+  const std::vector<std::pair<Shape, Box>> cases = {
+      {{7, 13}, {{0, 0}, {7, 13}}}, {{7, 13}, {{2, 3}, {5, 11}}}, {{7, 13}, {{0, 0}, {0, 13}}}, {{}, {{}, {}}},
+      {{4, 5, 6}, {{1, 0, 2}, {3, 5, 6}}}, {{1000, 1000}, {{100, 0}, {900, 1000}}}, {{100001}, {{3}, {100001}}}};
+  auto run = [&]<class T>() {
+    int64_t normal_total = 0, normal_diff = 0;
+    double normal_max_rel = 0;
+    for (uint64_t seed : {uint64_t{0}, uint64_t{12345}, uint64_t{0xDEADBEEFCAFEF00Dull}}) {
+      for (const auto& [global, box] : cases) {
+        const int64_t n = box.numel();
+        std::vector<T> uni(n), nor(n);
+        const std::vector<int64_t> gs = spsd::contiguous_strides(global);
+        const Shape local = box.shape();
+        for (int64_t i = 0; i < n; ++i) {  // the global index of local element i
+          int64_t g = 0;
+          for (int64_t d = box.ndim() - 1, rest = i; d >= 0; --d) {
+            g += (box.begin[d] + rest % local[d]) * gs[d];
+            rest /= local[d];
+          }
+          uni[i] = spsd::philox::uniform<T>(seed, static_cast<uint64_t>(g));
+          nor[i] = spsd::philox::normal<T>(seed, static_cast<uint64_t>(g));
+        }
+        Dev<T> du(n), dn(n);
+        gpu::fill_uniform<T>(du.ptr, box, global, seed, g_stream);
+        gpu::fill_normal<T>(dn.ptr, box, global, seed, g_stream);
+        compare("fill_uniform " + tname<T>() + " box " + box.to_string() + " (bit-exact)", du.get(), uni);
+        const std::vector<T> got = dn.get();
+        ++g_group.cases;
+        for (int64_t i = 0; i < n; ++i) {
+          ++normal_total;
+          if (std::memcmp(&got[i], &nor[i], sizeof(T)) == 0) continue;
+          ++normal_diff;
+          const double rel = std::abs(double(got[i]) - double(nor[i])) / std::max(1e-300, std::abs(double(nor[i])));
+          normal_max_rel = std::max(normal_max_rel, std::isnan(rel) ? 1.0 : rel);
+        }
+      }
+    }
+    // Device log/cos may differ from glibc's by an ulp: reported, and a failure only beyond that.
+    std::cout << "  fill_normal " << tname<T>() << ": " << normal_diff << " of " << normal_total
+              << " elements differ bitwise from the host, max relative difference " << normal_max_rel << "\n";
+    if (normal_max_rel > (std::is_same_v<T, float> ? 1e-6 : 1e-14)) fail("fill_normal " + tname<T>() + " beyond an ulp");
+  };
+  run.template operator()<float>();
+  run.template operator()<double>();
+}
+
+}  // namespace
+
+int main() {
+  int devices = 0;
+  const cudaError_t err = cudaGetDeviceCount(&devices);
+  if (err != cudaSuccess || devices == 0) {
+    std::cout << "SKIP: no usable CUDA device ("
+              << (err != cudaSuccess ? cudaGetErrorString(err) : "the driver reports 0 devices") << ")\n";
+    return 77;
+  }
+  check_cuda(cudaStreamCreate(&g_stream), "cudaStreamCreate");
+  group("elementwise", test_elementwise);
+  group("reduce", test_reduce);
+  group("softmax", test_softmax);
+  group("permute/copy_region", test_permute);
+  group("copy", test_copy);
+  group("index", test_index);
+  group("matmul", test_matmul);
+  group("random", test_random);
+  cudaStreamDestroy(g_stream);
+  std::cout << (g_total.failures ? "FAIL: " : "PASS: ") << g_total.cases << " cases, " << g_total.failures
+            << " failures\n";
+  return g_total.failures ? 1 : 0;
+}
