@@ -8,6 +8,7 @@
 #include "../src/context.hpp"
 #include "../src/cuda_probe.hpp"
 #include "device_streams.hpp"
+#include "event.cuh"
 #include "gpu_identity.hpp"
 #include "host_staged_communicator.hpp"
 #include "nccl_communicator.hpp"
@@ -17,12 +18,6 @@
 namespace spsd::detail {
 
 namespace {
-
-void check_cuda(cudaError_t err, std::string_view op, std::string_view what) {
-  if (err == cudaSuccess) return;
-  cudaGetLastError();  // clear a non-sticky error so later calls do not report it again
-  throw_error(op, what, ": CUDA error ", cudaGetErrorName(err), ": ", cudaGetErrorString(err));
-}
 
 class CudaRawMemory final : public RawDeviceMemory {
  public:
@@ -58,19 +53,18 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     streams_.device = static_cast<int>(ctx.local_rank % probe.device_count);
     check_cuda(cudaSetDevice(streams_.device), op, concat("binding rank ", ctx.rank, " to device ", streams_.device));
     // Non-blocking: the legacy default stream must not serialize our streams with each other.
-    check_cuda(cudaStreamCreateWithFlags(&streams_.compute, cudaStreamNonBlocking), op, "creating the compute stream");
-    check_cuda(cudaStreamCreateWithFlags(&streams_.comm, cudaStreamNonBlocking), op, "creating the communication stream");
+    compute_ = Stream(op);
+    comm_ = Stream(op);
+    streams_.compute = compute_.get();
+    streams_.comm = comm_.get();
     allocator_ = std::make_shared<DeviceAllocator>(std::make_unique<CudaRawMemory>(streams_.device));
   }
 
   ~CudaDeviceRuntime() override {
     communicators_.clear();  // NCCL communicators before their streams
     cudaSetDevice(streams_.device);
-    for (cudaStream_t s : {streams_.compute, streams_.comm}) {
-      if (!s) continue;
-      cudaStreamSynchronize(s);
-      cudaStreamDestroy(s);
-    }
+    for (cudaStream_t s : {streams_.compute, streams_.comm})
+      if (s) cudaStreamSynchronize(s);  // work in flight before the streams go (their destructors)
     cudaGetLastError();
   }
 
@@ -79,8 +73,8 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   const std::shared_ptr<DeviceAllocator>& shared_allocator() override { return allocator_; }
 
   void synchronize() override {
-    check_cuda(cudaStreamSynchronize(streams_.compute), "synchronize", "compute stream");
-    check_cuda(cudaStreamSynchronize(streams_.comm), "synchronize", "communication stream");
+    compute_.synchronize("synchronize");
+    comm_.synchronize("synchronize");
   }
 
   void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device, int64_t bytes) override {
@@ -115,7 +109,8 @@ class CudaDeviceRuntime final : public DeviceRuntime {
 
  private:
   Context& ctx_;
-  DeviceStreams streams_;
+  Stream compute_, comm_;  // declared before the communicators, so destroyed after them
+  DeviceStreams streams_;  // their handles, as the communicators take them
   std::shared_ptr<DeviceAllocator> allocator_;
   CommStats staging_stats_;  // the host half of host-staged calls; counted once, in ctx_.stats
   std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> communicators_;
