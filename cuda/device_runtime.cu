@@ -22,8 +22,9 @@ namespace {
 class CudaRawMemory final : public RawDeviceMemory {
  public:
   explicit CudaRawMemory(int device) : device_(device) {}
+  // ScopedDevice: the last block of a rank may be freed on another rank's thread (simulate).
   void* allocate(int64_t bytes) override {
-    check_cuda(cudaSetDevice(device_), "device allocate", "cudaSetDevice");
+    ScopedDevice on(device_, "device allocate");
     void* p = nullptr;
     cudaError_t err = cudaMalloc(&p, static_cast<size_t>(bytes));
     if (err == cudaErrorMemoryAllocation) {
@@ -34,9 +35,13 @@ class CudaRawMemory final : public RawDeviceMemory {
     return p;
   }
   void release(void* p) override {
-    // Blocks may be released at process exit after the driver unloaded: nothing to report then.
+    // Blocks may be released at process exit after the driver unloaded: nothing to report then
+    // (so no ScopedDevice, which throws).
+    int previous = device_;
+    cudaGetDevice(&previous);
     cudaSetDevice(device_);
     cudaFree(p);
+    cudaSetDevice(previous);
     cudaGetLastError();
   }
   std::string name() const override { return "cuda:" + std::to_string(device_); }

@@ -394,6 +394,8 @@ void NcclCommunicator::do_send_recv(std::span<const SendSpec> sends, std::span<c
 // A one-element all-reduce: completes on a member only once every member has joined it.
 void NcclCommunicator::do_barrier() {
   void* flag = scratch_.get(sizeof(int32_t), "barrier");
+  // Only the ordering matters, but sanitizers (initcheck) rightly flag reading unset memory.
+  check_cuda(cudaMemsetAsync(flag, 0, sizeof(int32_t), streams_.compute), "barrier", "cudaMemsetAsync");
   run("barrier", [&] {
     check(ncclAllReduce(flag, flag, 1, ncclInt32, ncclSum, comm_, streams_.comm), "barrier", "ncclAllReduce");
   });

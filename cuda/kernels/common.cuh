@@ -76,8 +76,12 @@ __device__ inline T wrap_mul(T a, T b) {
     return a * b;
   }
 }
+// Floats negate (0 - x would turn -0.0 into +0.0, unlike the cpu's -x).
 template <class T>
-__device__ inline T wrap_neg(T a) { return wrap_sub(T{0}, a); }
+__device__ inline T wrap_neg(T a) {
+  if constexpr (std::is_integral_v<T>) return wrap_sub(T{0}, a);
+  else return -a;
+}
 
 // The binary functions of ReduceOp and of element-wise maximum/minimum, exactly the cpu's
 // (x < y ? y : x keeps x when y is NaN).

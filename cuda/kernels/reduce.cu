@@ -25,42 +25,63 @@ __device__ inline int64_t reduced_offset(const Strided<1>& red, int64_t r) {
   return off[0];
 }
 
+// One block per (output o, part p): the fold of reduced indices [p * chunk, (p + 1) * chunk)
+// into out[o * parts + p]. parts > 1 splits long rows over several blocks when there are few
+// outputs (a full sum would otherwise run on one SM); a second pass folds the parts.
 template <class T, class F>
 __global__ void reduce_rows_kernel(F f, const T* x, T* out, int64_t out_n, int64_t red_n, Strided<1> kept,
-                                   Strided<1> red, T identity) {
+                                   Strided<1> red, T identity, int64_t parts, int64_t chunk) {
   __shared__ T scratch[kThreads];
-  for (int64_t o = blockIdx.x; o < out_n; o += gridDim.x) {
+  for (int64_t item = blockIdx.x; item < out_n * parts; item += gridDim.x) {
+    const int64_t o = item / parts, begin = item % parts * chunk, end = min(red_n, begin + chunk);
     int64_t base[1];
     kept.offsets(o, base);
     T acc = identity;
-    for (int64_t r = threadIdx.x; r < red_n; r += blockDim.x) acc = f(acc, x[base[0] + reduced_offset(red, r)]);
+    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) acc = f(acc, x[base[0] + reduced_offset(red, r)]);
     acc = block_reduce(f, acc, scratch);
-    if (threadIdx.x == 0) out[o] = acc;
+    if (threadIdx.x == 0) out[item] = acc;
   }
 }
 
 constexpr int kColX = 32, kColY = 16;
 
+// Part p = blockIdx.y of the reduced range ([p * chunk, (p + 1) * chunk)) for outputs o,
+// into out[p * out_n + o]; gridDim.y == 1 is the whole reduction.
 template <class T, class F>
 __global__ void reduce_cols_kernel(F f, const T* x, T* out, int64_t out_n, int64_t red_n, Strided<1> kept,
-                                   Strided<1> red, T identity) {
+                                   Strided<1> red, T identity, int64_t chunk) {
   __shared__ T scratch[kColY][kColX];
+  const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk, end = min(red_n, begin + chunk);
   for (int64_t o0 = static_cast<int64_t>(blockIdx.x) * kColX; o0 < out_n; o0 += static_cast<int64_t>(gridDim.x) * kColX) {
     const int64_t o = o0 + threadIdx.x;
     T acc = identity;
     if (o < out_n) {
       int64_t base[1];
       kept.offsets(o, base);
-      for (int64_t r = threadIdx.y; r < red_n; r += kColY) acc = f(acc, x[base[0] + reduced_offset(red, r)]);
+      for (int64_t r = begin + threadIdx.y; r < end; r += kColY) acc = f(acc, x[base[0] + reduced_offset(red, r)]);
     }
     scratch[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && o < out_n) {
       for (int y = 1; y < kColY; ++y) acc = f(acc, scratch[y][threadIdx.x]);
-      out[o] = acc;
+      out[static_cast<int64_t>(blockIdx.y) * out_n + o] = acc;
     }
     __syncthreads();
   }
+}
+
+// Parts to split each output's reduction into so that about 4 blocks per SM run: 1 when the
+// outputs alone fill the GPU or the rows are short (min_chunk elements or more per part).
+inline int64_t split_parts(int64_t blocks, int64_t red_n, int64_t min_chunk, int64_t cap) {
+  static thread_local int sms = 0;  // per thread: simulated ranks may sit on different GPUs
+  if (sms == 0) {
+    int device = 0;
+    check_cuda(cudaGetDevice(&device), "reduce", "cudaGetDevice");
+    check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "reduce", "SM count");
+  }
+  const int64_t want = 4 * static_cast<int64_t>(sms);
+  if (blocks >= want) return 1;
+  return std::clamp<int64_t>(std::min((want + blocks - 1) / blocks, red_n / min_chunk), 1, cap);
 }
 
 template <class Body>
@@ -120,16 +141,48 @@ void reduce(ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64
   const auto red = detail::make_strided<1>("reduce", red_dims, {red_strides});
   cudaStream_t s = detail::as_stream(stream);
   detail::with_reduce_fn(op, [&](auto f) {
+    // Few outputs over long rows: the parts go to a stream-ordered scratch buffer (the pool
+    // behind cudaMallocAsync reuses it without a device synchronization), then one more fold.
+    auto fold_parts = [&](int64_t parts, auto&& first_pass, auto&& second_pass) {
+      T* partial = nullptr;
+      detail::check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&partial), out_n * parts * sizeof(T), s), "reduce",
+                         "cudaMallocAsync of the partial results");
+      first_pass(partial);
+      second_pass(partial);
+      detail::check_cuda(cudaFreeAsync(partial, s), "reduce", "cudaFreeAsync");
+    };
     if (g.reduced.back()) {
-      const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(out_n, int64_t{1} << 20));
-      detail::reduce_rows_kernel<<<blocks, detail::row_threads(red_n), 0, s>>>(f, x, out, out_n, red_n, kept, red,
-                                                                              identity);
+      auto rows = [&](const T* in, T* to, int64_t n, const auto& kept_space, const auto& red_space, int64_t parts) {
+        const int64_t chunk = (n + parts - 1) / parts;
+        const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(out_n * parts, int64_t{1} << 20));
+        detail::reduce_rows_kernel<<<blocks, detail::row_threads(chunk), 0, s>>>(f, in, to, out_n, n, kept_space,
+                                                                                red_space, identity, parts, chunk);
+        detail::check_launch("reduce");
+      };
+      const int64_t parts = detail::split_parts(out_n, red_n, 4096, int64_t{1} << 16);
+      if (parts == 1) return rows(x, out, red_n, kept, red, 1);
+      // Pass 2 folds each output's parts: rows of `parts` contiguous values.
+      const auto part_rows = detail::make_strided<1>("reduce", {out_n}, {std::vector<int64_t>{parts}});
+      const auto part_cols = detail::make_strided<1>("reduce", {parts}, {std::vector<int64_t>{1}});
+      fold_parts(parts, [&](T* partial) { rows(x, partial, red_n, kept, red, parts); },
+                 [&](T* partial) { rows(partial, out, parts, part_rows, part_cols, 1); });
     } else {
-      const dim3 threads(detail::kColX, detail::kColY);
-      detail::reduce_cols_kernel<<<detail::blocks_for(out_n, detail::kColX), threads, 0, s>>>(f, x, out, out_n, red_n,
-                                                                                             kept, red, identity);
+      auto cols = [&](const T* in, T* to, int64_t n, const auto& kept_space, const auto& red_space, int64_t parts) {
+        const int64_t chunk = (n + parts - 1) / parts;
+        const dim3 threads(detail::kColX, detail::kColY), grid(detail::blocks_for(out_n, detail::kColX),
+                                                               static_cast<unsigned>(parts));
+        detail::reduce_cols_kernel<<<grid, threads, 0, s>>>(f, in, to, out_n, n, kept_space, red_space, identity, chunk);
+        detail::check_launch("reduce");
+      };
+      const int64_t parts =
+          detail::split_parts((out_n + detail::kColX - 1) / detail::kColX, red_n, 16 * detail::kColY, 65535);
+      if (parts == 1) return cols(x, out, red_n, kept, red, 1);
+      // Pass 2 folds part p of output o, at p * out_n + o: columns again.
+      const auto part_cols_kept = detail::make_strided<1>("reduce", {out_n}, {std::vector<int64_t>{1}});
+      const auto part_red = detail::make_strided<1>("reduce", {parts}, {std::vector<int64_t>{out_n}});
+      fold_parts(parts, [&](T* partial) { cols(x, partial, red_n, kept, red, parts); },
+                 [&](T* partial) { cols(partial, out, parts, part_cols_kept, part_red, 1); });
     }
-    detail::check_launch("reduce");
   });
 }
 

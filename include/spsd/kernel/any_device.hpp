@@ -109,14 +109,17 @@ void matmul(const Target& t, const T* a, const Shape& a_shape, const T* b, const
 
 #undef SPSD_ON_TARGET
 
-// Values a kernel's caller must inspect on the host (index checks): a host view of n elements
-// at p, copying device memory to `scratch` first.
+// The index of the first zero among x[0, n), or -1 (integer division checks its divisor); on a
+// device this waits for the scan and reads back one index.
 template <Element T>
-const T* host_view(const Target& t, const T* p, int64_t n, std::vector<T>& scratch) {
-  if (!t.on_device()) return p;
-  scratch.resize(static_cast<size_t>(n));
-  detail::copy_bytes(scratch.data(), DeviceType::kCPU, p, t.device, n * static_cast<int64_t>(sizeof(T)));
-  return scratch.data();
+int64_t first_zero(const Target& t, const T* x, int64_t n) {
+#if SPSD_HAVE_CUDA
+  if (t.on_device()) return cuda::first_zero(x, n, dtype_of<T>, t.stream);
+#endif
+  (void)t;
+  for (int64_t i = 0; i < n; ++i)
+    if (x[i] == T{0}) return i;
+  return -1;
 }
 
 }  // namespace spsd::kernel

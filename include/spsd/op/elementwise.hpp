@@ -26,11 +26,8 @@ inline const Sbp& mirrored(const Sbp& s) { return s == sbp::partial_max ? sbp::p
 // divide by zero to inf or NaN, as IEEE says, and pay no agreement collective.
 template <std::integral T>
 int64_t first_zero_divisor(const kernel::Target& target, const LocalInput& divisor) {
-  std::vector<T> scratch;
-  const T* d = kernel::host_view(target, divisor.as<T>(), divisor.shape.numel(), scratch);
-  for (int64_t i = 0, n = divisor.shape.numel(); i < n; ++i)
-    if (d[i] == 0) return divisor.global_index(i);
-  return -1;
+  const int64_t i = kernel::first_zero<T>(target, divisor.as<T>(), divisor.shape.numel());
+  return i < 0 ? -1 : divisor.global_index(i);
 }
 
 inline std::string zero_divisor_error(const Resolution& r, size_t divisor, int64_t index) {
