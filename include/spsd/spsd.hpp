@@ -36,3 +36,8 @@
 #include "spsd/op/shape_ops.hpp"
 #include "spsd/op/index.hpp"
 #include "spsd/op/loss.hpp"
+#include "spsd/autograd/node.hpp"
+#include "spsd/autograd/grad_ops.hpp"
+#include "spsd/autograd/rules.hpp"
+#include "spsd/autograd/backward.hpp"
+#include "spsd/autograd/optim.hpp"

@@ -109,11 +109,32 @@ struct InputRef {
   const Placement* placement;
   const NdSbp* nd_sbp;
   const std::shared_ptr<Storage>* local;
+  const std::shared_ptr<AutogradMeta>* autograd;  // the tensor's autograd state (often null)
 };
 
 template <Element T>
 InputRef input_ref(const GlobalTensor<T>& t) {
-  return {&t.shape(), dtype_of<T>, &t.placement(), &t.nd_sbp(), &t.to_local().storage()};
+  return {&t.shape(), dtype_of<T>, &t.placement(), &t.nd_sbp(), &t.to_local().storage(), &t.autograd_meta()};
+}
+
+// Set by autograd/node.hpp: makes an op's output remember the op when an input requires grad
+// (null: nothing records). op/ sits above autograd/, so it reaches autograd through this pointer.
+inline void (*op_recorder)(std::string_view op, const OpAttrs& attrs, const Scalar& scalar,
+                           std::span<const InputRef> inputs, const GlobalData& out,
+                           std::shared_ptr<AutogradMeta>& out_meta) = nullptr;
+
+// out, recorded for backward when an input requires grad. Every rank records, those outside the
+// placement too, so all ranks run the same backward ops.
+template <Element T>
+GlobalTensor<T> recorded(std::string_view op, std::span<const InputRef> inputs, const OpAttrs& attrs,
+                         const Scalar& scalar, GlobalTensor<T> out) {
+  if (op_recorder == nullptr) return out;
+  for (const InputRef& in : inputs)
+    if (*in.autograd && (*in.autograd)->requires_grad) {
+      op_recorder(op, attrs, scalar, inputs, out.data(), out.autograd_meta());
+      break;
+    }
+  return out;
 }
 
 // What the kernel needs after the dtype-erased steps (src/op/dispatch.cpp).
@@ -141,7 +162,8 @@ GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = 
   const NdSignature& sig = r.signature();
   SPSD_CHECK(r.output.dtype == dtype_of<T>, Op::name, "infers output dtype ", r.output.dtype, " but runs on ",
              dtype_of<T>);
-  if (!p.participates) return GlobalTensor<T>(r.output.shape, r.placement, sig.output, Tensor<T>());
+  if (!p.participates)
+    return recorded(Op::name, inputs, attrs, scalar, GlobalTensor<T>(r.output.shape, r.placement, sig.output, Tensor<T>()));
   const Shape& mesh = r.placement.mesh();
   std::vector<LocalInput> locals;
   locals.reserve(inputs.size());
@@ -163,7 +185,7 @@ GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = 
     if (bad >= 0) throw_error(Op::name, Op::bad_element_error(r, bad));
   }
   Op::template kernel<T>(args);
-  return GlobalTensor<T>(r.output.shape, r.placement, sig.output, std::move(out));
+  return recorded(Op::name, inputs, attrs, scalar, GlobalTensor<T>(r.output.shape, r.placement, sig.output, std::move(out)));
 }
 
 // The common case: inputs of one element type.

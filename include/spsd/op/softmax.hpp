@@ -99,13 +99,16 @@ GlobalTensor<T> softmax_impl(const GlobalTensor<T>& x, int64_t axis) {
   if (!split) return apply<SoftmaxDef<Log>>({a}, {}, x);
 
   // The decomposition (see the header comment): only m and s, (..., 1, ...), communicate.
-  GlobalTensor<T> xs = without_partials(x, sbp::split(a));
+  // It runs on x detached and is recorded as one softmax for autograd (one backward rule for
+  // both paths, and no gradient through the max, which only keeps exp in range).
+  GlobalTensor<T> xs = without_partials(x.detach(), sbp::split(a));
   GlobalTensor<T> m = without_partials(spsd::max(xs, {a}, true), sbp::broadcast);
   GlobalTensor<T> z = spsd::sub(xs, m);
   GlobalTensor<T> e = spsd::exp(z);
   GlobalTensor<T> s = without_partials(spsd::sum(e, {a}, true), sbp::broadcast);
-  if constexpr (Log) return spsd::sub(z, spsd::log(s));
-  else return spsd::div(e, s);
+  GlobalTensor<T> y = Log ? spsd::sub(z, spsd::log(s)) : spsd::div(e, s);
+  const InputRef refs[] = {input_ref(x)};
+  return recorded(name, refs, {a}, {}, std::move(y));
 }
 
 }  // namespace detail

@@ -1,5 +1,9 @@
 #pragma once
-// GlobalTensor<T>: the logical tensor (global shape, placement, NdSbp) and this rank's component.
+// GlobalTensor<T>: the logical tensor (global shape, placement, NdSbp) and this rank's component,
+// and, when it takes part in autograd, its autograd state (autograd/ records and reads it).
+#include <cstring>
+#include <memory>
+#include <optional>
 #include <string>
 
 #include "spsd/layout/diagram.hpp"
@@ -27,6 +31,27 @@ GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdS
 // Throws unless nd_sbp fits shape and placement, and the placement fits the world.
 void check_global_layout(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp);
 
+// The op that produced a tensor, with what its backward needs (autograd/node.hpp). Opaque here:
+// tensor/ sits above autograd/, so a tensor only holds a pointer to it.
+struct GradNode;
+
+// A tensor's autograd state, shared by its copies (as a Python reference would be).
+struct AutogradMeta {
+  bool requires_grad = false;
+  std::shared_ptr<GradNode> grad_fn;  // null for a leaf (a tensor the user made, not an op)
+  std::optional<GlobalData> grad;     // leaves: the gradient accumulated by backward
+};
+
+// Set by autograd/node.hpp: records to_global as a differentiable step (null: nothing records).
+// Boxing lives here, above autograd, so it reaches autograd through this pointer.
+inline void (*boxing_recorder)(const GlobalData& in, const std::shared_ptr<AutogradMeta>& in_meta,
+                               const GlobalData& out, std::shared_ptr<AutogradMeta>& out_meta) = nullptr;
+
+// "(4, 5) float32 (S(0), B) on placement(...)", for error messages.
+inline std::string describe(const GlobalData& t) {
+  return concat(t.shape, " ", to_string(t.dtype), " ", t.nd_sbp, " on ", t.placement);
+}
+
 }  // namespace detail
 
 template <Element T>
@@ -46,10 +71,11 @@ class GlobalTensor {
 
   // Boxing to another layout: collective over the ranks of both placements; others return at once.
   GlobalTensor to_global(const Placement& placement, const NdSbp& nd_sbp) const {
-    detail::GlobalData out = detail::to_layout(data(), placement, nd_sbp);
-    Tensor<T> local;
-    if (out.local) local = Tensor<T>(box_of(shape_, placement, nd_sbp, rank()).shape(), out.local);
-    return GlobalTensor(shape_, placement, nd_sbp, std::move(local));
+    const detail::GlobalData in = data();
+    GlobalTensor out = from_data(detail::to_layout(in, placement, nd_sbp));
+    if (autograd_ && autograd_->requires_grad && detail::boxing_recorder)
+      detail::boxing_recorder(in, autograd_, out.data(), out.autograd_);
+    return out;
   }
   GlobalTensor to_global(const NdSbp& nd_sbp) const { return to_global(placement_, nd_sbp); }
 
@@ -61,12 +87,71 @@ class GlobalTensor {
   }
 
   detail::GlobalData data() const { return {shape_, dtype_of<T>, placement_, nd_sbp_, local_.storage()}; }
+  // The inverse of data(): wraps a dtype-erased global tensor (this rank's piece is its box).
+  static GlobalTensor from_data(const detail::GlobalData& d) {
+    SPSD_CHECK(d.dtype == dtype_of<T>, "GlobalTensor", "data of dtype ", d.dtype, " wrapped as ", dtype_of<T>);
+    Tensor<T> local;
+    if (d.local) local = Tensor<T>(box_of(d.shape, d.placement, d.nd_sbp, rank()).shape(), d.local);
+    return GlobalTensor(d.shape, d.placement, d.nd_sbp, std::move(local));
+  }
+
+  // ---- autograd (docs/autograd.md) ----
+  // Whether backward computes a gradient for this tensor (a leaf that asked for one, or an op's
+  // output with such an input, recorded while grad mode was on).
+  bool requires_grad() const { return autograd_ && autograd_->requires_grad; }
+  // A leaf: a tensor made by a factory or the user, not by a recorded op.
+  bool is_leaf() const { return !autograd_ || !autograd_->grad_fn; }
+  // Marks a leaf as a parameter: backward(loss) accumulates d loss / d this into grad(). Copies
+  // made before this call do not share the flag; copies made after do.
+  GlobalTensor& requires_grad_(bool on = true) {
+    SPSD_CHECK(!on || is_floating(dtype_of<T>), "requires_grad_", "only floating tensors have gradients; this is ",
+               describe());
+    SPSD_CHECK(is_leaf(), "requires_grad_", "only leaves can change requires_grad; this tensor is the output of an op (",
+               describe(), "): use detach() for a leaf with the same values");
+    if (!autograd_) autograd_ = std::make_shared<detail::AutogradMeta>();
+    autograd_->requires_grad = on;
+    return *this;
+  }
+  bool has_grad() const { return autograd_ && autograd_->grad.has_value(); }
+  // The gradient accumulated by backward, in the layout the backward ops produced (a B parameter
+  // used by S(0) activations gets a P(sum) gradient; the optimizer boxes it).
+  GlobalTensor grad() const {
+    SPSD_CHECK(requires_grad(), "grad", "the tensor ", describe(), " does not require grad (call requires_grad_() "
+               "before the forward pass)");
+    SPSD_CHECK(is_leaf(), "grad", "the tensor ", describe(), " is not a leaf; backward keeps gradients of leaves only");
+    SPSD_CHECK(has_grad(), "grad", "the tensor ", describe(), " has no gradient yet (call backward(loss) first, "
+               "or it does not reach the loss)");
+    return from_data(*autograd_->grad);
+  }
+  // Drops the accumulated gradient (the next backward starts from zero).
+  void zero_grad() {
+    if (autograd_) autograd_->grad.reset();
+  }
+  // The same values (shared storage) outside autograd: a leaf that does not require grad.
+  GlobalTensor detach() const { return GlobalTensor(shape_, placement_, nd_sbp_, local_); }
+  // In place: this tensor's pieces take src's values (boxed into this layout first). Every copy
+  // of this tensor, and every graph that saved it, sees the new values (as torch's copy_).
+  void copy_(const GlobalTensor& src) {
+    SPSD_CHECK(src.shape() == shape_, "copy_", "shapes differ: this is ", describe(), ", src is ", src.describe());
+    const GlobalTensor moved = src.placement() == placement_ && src.nd_sbp() == nd_sbp_
+                                   ? src
+                                   : src.detach().to_global(placement_, nd_sbp_);
+    if (local_.numel() == 0 || moved.to_local().data() == local_.data()) return;
+    // Distinct storages (moved is a fresh box, or src's own when the layouts match).
+    const DeviceType device = placement_.device_type();
+    detail::copy_bytes(local_.data(), device, moved.to_local().data(), device, local_.numel() * static_cast<int64_t>(sizeof(T)));
+  }
+  std::string describe() const { return detail::describe(data()); }
+
+  const std::shared_ptr<detail::AutogradMeta>& autograd_meta() const { return autograd_; }
+  std::shared_ptr<detail::AutogradMeta>& autograd_meta() { return autograd_; }
 
  private:
   Shape shape_;
   Placement placement_;
   NdSbp nd_sbp_;
   Tensor<T> local_;
+  std::shared_ptr<detail::AutogradMeta> autograd_;  // null: not part of autograd
 };
 
 template <Element T>

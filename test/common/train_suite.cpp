@@ -1,0 +1,89 @@
+#include "train_suite.hpp"
+
+#include <cmath>
+#include <numeric>
+
+#include "train/fashion_mnist.hpp"
+#include "train/mlp.hpp"
+
+namespace spsd_test {
+
+using namespace spsd;
+
+namespace {
+
+constexpr int64_t kSlice = 200, kBatch = 20, kHidden = 32;
+
+const examples::Dataset& slice() {
+  static const examples::Dataset d = examples::have_fashion_mnist()
+                                         ? examples::read_idx(examples::kFashionMnistDir, "train", kSlice)
+                                         : examples::generated_dataset(kSlice, 3);
+  return d;
+}
+
+template <class T>
+auto make_optimizer(const std::vector<GlobalTensor<T>>& params) {
+  if constexpr (std::is_same_v<T, float>) return SGD<float>(params, {.lr = 0.05, .momentum = 0.9});
+  else return Adam<double>(params, {.lr = 1e-3});
+}
+
+}  // namespace
+
+std::string train_data_source() {
+  return examples::have_fashion_mnist() ? "the first 200 Fashion-MNIST training samples"
+                                        : "a generated 200-sample stand-in (dataset-fashion-mnist is not installed)";
+}
+
+template <class T>
+TrainTrace train_trace(const std::string& mode, const std::vector<int64_t>& ranks, int steps) {
+  (void)slice();  // read before any rank starts communicating
+  const examples::MlpLayouts l = examples::mlp_layouts(mode, ranks);
+  examples::Mlp<T> model(examples::kPixels, kHidden, examples::kClasses, l, 5);
+  auto optimizer = make_optimizer<T>(model.parameters());
+  const bool member = l.placement.contains(rank());
+  TrainTrace trace;
+  for (int s = 0; s < steps; ++s) {
+    std::vector<int64_t> rows(kBatch);
+    std::iota(rows.begin(), rows.end(), (s * kBatch) % kSlice);
+    GlobalTensor<T> loss = cross_entropy(model(examples::image_batch<T>(slice(), rows, l.placement, l.x)),
+                                         examples::label_batch(slice(), rows, l.placement, l.labels));
+    optimizer.zero_grad();
+    backward(loss);
+    if (s == 0)
+      for (const GlobalTensor<T>& p : model.parameters()) {
+        const std::vector<T> g = p.grad().full().to_vector();
+        if (member) trace.first_gradients.emplace_back(g.begin(), g.end());
+      }
+    optimizer.step();
+    const std::vector<T> value = loss.full().to_vector();
+    if (member) trace.losses.push_back(value[0]);
+  }
+  return trace;
+}
+
+template <class T>
+void expect_same_training(Failures& failures, const std::string& what, const TrainTrace& got, const TrainTrace& want) {
+  constexpr bool single = std::is_same_v<T, float>;
+  const double loss_rtol = single ? 1e-4 : 1e-10, grad_atol = single ? 1e-5 : 1e-12, grad_rtol = single ? 1e-4 : 1e-9;
+  if (got.losses.size() != want.losses.size() || got.first_gradients.size() != want.first_gradients.size())
+    return failures.add(what + ": recorded " + std::to_string(got.losses.size()) + " losses, expected " +
+                        std::to_string(want.losses.size()));
+  for (size_t s = 0; s < want.losses.size(); ++s)
+    if (!(std::abs(got.losses[s] - want.losses[s]) <= loss_rtol * std::abs(want.losses[s])))
+      return failures.add(what + ": step " + std::to_string(s + 1) + " loss " + std::to_string(got.losses[s]) +
+                          ", single process " + std::to_string(want.losses[s]));
+  for (size_t p = 0; p < want.first_gradients.size(); ++p)
+    for (size_t i = 0; i < want.first_gradients[p].size(); ++i) {
+      const double g = got.first_gradients[p][i], w = want.first_gradients[p][i];
+      if (!(std::abs(g - w) <= grad_atol + grad_rtol * std::abs(w)))
+        return failures.add(what + ": gradient of parameter " + std::to_string(p) + " element " + std::to_string(i) +
+                            " is " + std::to_string(g) + ", single process " + std::to_string(w));
+    }
+}
+
+template TrainTrace train_trace<float>(const std::string&, const std::vector<int64_t>&, int);
+template TrainTrace train_trace<double>(const std::string&, const std::vector<int64_t>&, int);
+template void expect_same_training<float>(Failures&, const std::string&, const TrainTrace&, const TrainTrace&);
+template void expect_same_training<double>(Failures&, const std::string&, const TrainTrace&, const TrainTrace&);
+
+}  // namespace spsd_test

@@ -1,0 +1,324 @@
+// Autograd under simulated ranks: every op's backward rule against central finite differences
+// in double on one rank, then the same gradients on meshes {2}, {4} and {2, 2} with the inputs
+// in sampled layouts (S(i), B, P(sum), P(max), P(min) per mesh axis, partial values spread
+// lopsidedly over the group by build_layout) against the single-process gradients.
+//
+// The checked scalar is L = sum(f(x) * R) for a fixed random R, so every output element gets its
+// own weight. Tolerances: finite differences (h = 1e-6) |fd - an| <= 1e-6 + 1e-5 |an|; across
+// layouts (same math, other summation orders) |g - g1| <= 1e-10 + 1e-9 |g1|.
+// Layout sampling: per case and mesh, at most kMaxCombos combinations of input layouts, every
+// stride-th of the product starting at a phase derived from the case name.
+#include <catch2/catch.hpp>
+#include <cmath>
+#include <functional>
+
+#include "boxing_suite.hpp"
+#include "sim_helpers.hpp"
+
+using namespace spsd;
+using spsd_test::Failures;
+using spsd_test::mesh_placement;
+
+namespace {
+
+using G = GlobalTensor<double>;
+using Inputs = std::vector<G>;
+
+enum class Domain { kAny, kPositive, kNonzero };
+
+struct GradCase {
+  std::string name;
+  std::vector<Shape> shapes;
+  std::function<G(const Inputs&)> f;
+  Domain domain = Domain::kAny;
+};
+
+// Labels / indices for the index ops: split on axis 0 where the first input is, else B, so the
+// data-parallel rules run too.
+GlobalTensor<int64_t> index_tensor(const G& like, std::vector<int64_t> values) {
+  std::vector<Sbp> axes;
+  for (const Sbp& s : like.nd_sbp()) axes.push_back(s.is_split() && s.axis() == 0 ? s : sbp::broadcast);
+  const int64_t n = static_cast<int64_t>(values.size());
+  return from_host(Tensor<int64_t>::from_vector(Shape{n}, std::move(values)), like.placement(), NdSbp(axes));
+}
+
+std::vector<GradCase> grad_cases() {
+  const Shape m34{3, 4};
+  std::vector<GradCase> c = {
+      {"matmul", {m34, Shape{4, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }},
+      {"matmul batched", {Shape{2, 3, 4}, Shape{4, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }},
+      {"add broadcast", {m34, Shape{4}}, [](const Inputs& x) { return x[0] + x[1]; }},
+      {"sub broadcast", {m34, Shape{3, 1}}, [](const Inputs& x) { return x[0] - x[1]; }},
+      {"mul", {m34, m34}, [](const Inputs& x) { return x[0] * x[1]; }},
+      {"div", {m34, Shape{4}}, [](const Inputs& x) { return x[0] / x[1]; }, Domain::kNonzero},
+      {"scalars", {m34}, [](const Inputs& x) { return (2.0 - (x[0] + 1.0) * 3.0) / 2.0 - 0.5; }},
+      {"rdiv", {m34}, [](const Inputs& x) { return 2.0 / x[0]; }, Domain::kNonzero},
+      {"neg", {m34}, [](const Inputs& x) { return -x[0]; }},
+      {"relu", {m34}, [](const Inputs& x) { return relu(x[0]); }, Domain::kNonzero},
+      {"gelu", {m34}, [](const Inputs& x) { return gelu(x[0]); }},
+      {"exp", {m34}, [](const Inputs& x) { return exp(x[0]); }},
+      {"log", {m34}, [](const Inputs& x) { return log(x[0]); }, Domain::kPositive},
+      {"tanh", {m34}, [](const Inputs& x) { return tanh(x[0]); }},
+      {"sigmoid", {m34}, [](const Inputs& x) { return sigmoid(x[0]); }},
+      {"sqrt", {m34}, [](const Inputs& x) { return sqrt(x[0]); }, Domain::kPositive},
+      {"abs", {m34}, [](const Inputs& x) { return abs(x[0]); }, Domain::kNonzero},
+      {"sum axis", {m34}, [](const Inputs& x) { return sum(x[0], {1}); }},
+      {"sum all", {m34}, [](const Inputs& x) { return sum(x[0]); }},
+      {"mean keepdim", {m34}, [](const Inputs& x) { return mean(x[0], {0}, true); }},
+      {"max axis", {m34}, [](const Inputs& x) { return max(x[0], {1}); }},
+      {"min all", {m34}, [](const Inputs& x) { return min(x[0]); }},
+      {"softmax", {m34}, [](const Inputs& x) { return softmax(x[0], 1); }},
+      {"log_softmax", {m34}, [](const Inputs& x) { return log_softmax(x[0], 0); }},
+      {"transpose", {m34}, [](const Inputs& x) { return transpose(x[0], 0, 1); }},
+      {"permute", {Shape{2, 3, 4}}, [](const Inputs& x) { return permute(x[0], {2, 0, 1}); }},
+      {"reshape", {m34}, [](const Inputs& x) { return reshape(x[0], {2, 6}); }},
+      {"slice", {m34}, [](const Inputs& x) { return slice(x[0], 1, 1, 3); }},
+      {"concat", {m34, Shape{2, 4}}, [](const Inputs& x) { return concat({x[0], x[1]}, 0); }},
+      {"to_global", {m34}, [](const Inputs& x) { return x[0].to_global(NdSbp(std::vector<Sbp>(
+                                                     x[0].nd_sbp().size(), sbp::broadcast))) * x[0]; }},
+      {"embedding", {Shape{5, 3}},
+       [](const Inputs& x) { return embedding(x[0], index_tensor(x[0], {4, 0, 2, 4})); }},
+      {"pick", {Shape{4, 5}}, [](const Inputs& x) { return pick(x[0], index_tensor(x[0], {1, 4, 0, 1})); }},
+      {"cross_entropy", {Shape{4, 5}},
+       [](const Inputs& x) { return cross_entropy(x[0], index_tensor(x[0], {3, 0, 4, 1})); }},
+      {"mlp", {Shape{4, 3}, Shape{3, 5}, Shape{5}},
+       [](const Inputs& x) { return log_softmax(relu(matmul(x[0], x[1]) + x[2]), 1); }},
+  };
+  return c;
+}
+
+Tensor<double> host_values(const Shape& shape, uint64_t seed, Domain d) {
+  std::vector<double> v(shape.numel());
+  for (int64_t i = 0; i < shape.numel(); ++i) {
+    const double n = philox::normal<double>(seed, static_cast<uint64_t>(i));
+    v[i] = d == Domain::kAny ? n : d == Domain::kPositive ? 0.5 + std::abs(n) : (n < 0 ? -0.5 : 0.5) + n;
+  }
+  return Tensor<double>::from_vector(shape, std::move(v));
+}
+
+std::vector<Tensor<double>> case_inputs(const GradCase& c) {
+  std::vector<Tensor<double>> xs;
+  for (size_t i = 0; i < c.shapes.size(); ++i) xs.push_back(host_values(c.shapes[i], 11 + i, c.domain));
+  return xs;
+}
+
+NdSbp all_broadcast(const Placement& p) { return NdSbp(std::vector<Sbp>(p.mesh().ndim(), sbp::broadcast)); }
+
+G weighted_loss(const GradCase& c, const Inputs& xs) {
+  G y = c.f(xs);
+  return sum(y * from_host(host_values(y.shape(), 99, Domain::kAny), y.placement(), all_broadcast(y.placement())));
+}
+
+// d L / d x_i for the inputs in these layouts (collective), as whole host vectors.
+std::vector<std::vector<double>> analytic(const GradCase& c, const std::vector<Tensor<double>>& host,
+                                          const Placement& p, const std::vector<NdSbp>& layouts) {
+  Inputs xs;
+  for (size_t i = 0; i < host.size(); ++i) xs.push_back(spsd_test::build_layout(host[i], {p, layouts[i]}).requires_grad_());
+  backward(weighted_loss(c, xs));
+  std::vector<std::vector<double>> g;
+  for (const G& x : xs) g.push_back(x.grad().full().to_vector());
+  return g;
+}
+
+double loss_at(const GradCase& c, const std::vector<Tensor<double>>& host, const Placement& p) {
+  Inputs xs;
+  for (const Tensor<double>& h : host) xs.push_back(from_host(h, p, all_broadcast(p)));
+  return weighted_loss(c, xs).full().to_vector()[0];
+}
+
+std::vector<std::vector<double>> finite_differences(const GradCase& c, const Placement& p) {
+  const double h = 1e-6;
+  std::vector<Tensor<double>> host = case_inputs(c);
+  std::vector<std::vector<double>> g;
+  for (Tensor<double>& x : host) {
+    g.emplace_back(x.numel());
+    for (int64_t j = 0; j < x.numel(); ++j) {
+      const double keep = x.data()[j];
+      x.data()[j] = keep + h;
+      const double up = loss_at(c, host, p);
+      x.data()[j] = keep - h;
+      const double down = loss_at(c, host, p);
+      x.data()[j] = keep;
+      g.back()[j] = (up - down) / (2 * h);
+    }
+  }
+  return g;
+}
+
+void compare(Failures& f, const std::string& what, const std::vector<std::vector<double>>& got,
+             const std::vector<std::vector<double>>& want, double atol, double rtol) {
+  for (size_t i = 0; i < want.size(); ++i)
+    for (size_t j = 0; j < want[i].size(); ++j)
+      if (!(std::abs(got[i][j] - want[i][j]) <= atol + rtol * std::abs(want[i][j]))) {
+        f.add(what + ": d/d input " + std::to_string(i) + " element " + std::to_string(j) + ": got " +
+              std::to_string(got[i][j]) + ", expected " + std::to_string(want[i][j]));
+        return;
+      }
+}
+
+// The single-process gradients of every case (checked against finite differences on the way).
+std::vector<std::vector<std::vector<double>>> single_process_gradients(Failures& failures) {
+  std::vector<std::vector<std::vector<double>>> out;
+  failures.merge(spsd_test::on_simulated_ranks(1, [&](Failures& f) {
+    const Placement one("cpu", {0});
+    for (const GradCase& c : grad_cases()) {
+      const std::vector<NdSbp> b(c.shapes.size(), all_broadcast(one));
+      out.push_back(analytic(c, case_inputs(c), one, b));
+      compare(f, c.name + " vs finite differences", out.back(), finite_differences(c, one), 1e-6, 1e-5);
+    }
+  }));
+  return out;
+}
+
+constexpr int64_t kMaxCombos = 12;
+
+// The sampled combinations of input layouts of case c on a mesh.
+std::vector<std::vector<NdSbp>> layout_combos(const GradCase& c, const Shape& mesh) {
+  std::vector<std::vector<NdSbp>> options;
+  int64_t total = 1;
+  for (const Shape& s : c.shapes) {
+    options.push_back(spsd_test::all_nd_sbps(mesh.ndim(), s.ndim()));
+    total *= static_cast<int64_t>(options.back().size());
+  }
+  const int64_t stride = (total + kMaxCombos - 1) / kMaxCombos;
+  const int64_t phase = static_cast<int64_t>(std::hash<std::string>{}(c.name) % static_cast<size_t>(stride));
+  std::vector<std::vector<NdSbp>> combos;
+  for (int64_t k = phase; k < total; k += stride) {
+    std::vector<NdSbp> combo;
+    for (int64_t rest = k, i = static_cast<int64_t>(options.size()) - 1; i >= 0; --i) {
+      combo.insert(combo.begin(), options[i][rest % options[i].size()]);
+      rest /= static_cast<int64_t>(options[i].size());
+    }
+    combos.push_back(std::move(combo));
+  }
+  return combos;
+}
+
+}  // namespace
+
+TEST_CASE("every op's gradient matches finite differences and is the same on 2, 4 and 2x2 ranks", "[autograd]") {
+  Failures failures;
+  const auto reference = single_process_gradients(failures);
+  INFO(failures.report());
+  REQUIRE(failures.empty());
+  const std::vector<GradCase> cases = grad_cases();
+  int64_t runs = 0;
+  for (const Shape& mesh : {Shape{2}, Shape{4}, Shape{2, 2}}) {
+    failures.merge(spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()), [&](Failures& f) {
+      const Placement p = mesh_placement(mesh);
+      for (size_t k = 0; k < cases.size(); ++k)
+        for (const std::vector<NdSbp>& combo : layout_combos(cases[k], mesh)) {
+          std::string what = cases[k].name + " on mesh " + mesh.to_string() + " with";
+          for (const NdSbp& s : combo) what += " " + s.to_string();
+          try {
+            compare(f, what, analytic(cases[k], case_inputs(cases[k]), p, combo), reference[k], 1e-10, 1e-9);
+          } catch (const std::exception& e) {
+            f.add(what + ": threw " + e.what());
+          }
+          if (rank() == 0) ++runs;
+        }
+    }));
+  }
+  INFO(failures.report());
+  CHECK(failures.empty());
+  CHECK(runs > 3 * static_cast<int64_t>(cases.size()));
+  WARN(runs << " layout combinations");
+}
+
+TEST_CASE("a B weight used by S(0) activations gets a P(sum) gradient; SGD's step all-reduces it", "[autograd]") {
+  Failures failures = spsd_test::on_simulated_ranks(4, [](Failures& f) {
+    const Placement p("cpu", {0, 1, 2, 3});
+    auto x = randn<float>({8, 3}, p, sbp::split(0), 1);
+    auto w = randn<float>({3, 2}, p, sbp::broadcast, 2).requires_grad_();
+    reset_comm_stats();
+    backward(sum(matmul(x, w)));
+    if (comm_stats().collectives != 0) f.add("forward and backward communicated: " + comm_stats().to_string());
+    if (!(w.grad().nd_sbp() == NdSbp(sbp::partial_sum))) f.add("grad layout " + w.grad().nd_sbp().to_string());
+    SGD<float> sgd({w}, {.lr = 0.1});
+    reset_comm_stats();
+    sgd.step();
+    const CommStats s = comm_stats();
+    if (s.calls[static_cast<int>(CollectiveKind::kAllReduce)] != 1 || s.collectives != 1)
+      f.add("step: expected one all-reduce, got " + s.to_string());
+    if (!(w.nd_sbp() == NdSbp(sbp::broadcast))) f.add("w layout after step " + w.nd_sbp().to_string());
+  });
+  INFO(failures.report());
+  CHECK(failures.empty());
+}
+
+TEST_CASE("SGD with momentum and Adam follow their formulas on any layout", "[autograd]") {
+  // minimize sum(w * c) + sum(w * w) / 2: gradient c + w, checked against host loops.
+  Failures failures;
+  for (int n : {1, 4}) {
+    failures.merge(spsd_test::on_simulated_ranks(n, [n](Failures& f) {
+      const Placement p = mesh_placement(n == 4 ? Shape{2, 2} : Shape{1});
+      const NdSbp layout = n == 4 ? NdSbp{sbp::split(0), sbp::split(1)} : NdSbp{sbp::broadcast};
+      const Shape shape{3, 4};
+      auto c = randn<double>(shape, p, layout, 5);
+      std::vector<double> ch = c.full().to_vector(), w0 = randn<double>(shape, p, layout, 6).full().to_vector();
+      for (int which = 0; which < 3; ++which) {
+        auto w = randn<double>(shape, p, layout, 6).requires_grad_();
+        std::vector<double> wh = w0, m(wh.size(), 0), v(wh.size(), 0);
+        SGD<double> sgd({w}, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01});
+        Adam<double> adam({w}, {.lr = 0.05, .weight_decay = 0.01});
+        AdamW<double> adamw({w}, {.lr = 0.05, .weight_decay = 0.01});
+        for (int t = 1; t <= 3; ++t) {
+          backward(sum(w * c) + sum(w * w) / 2.0);
+          which == 0 ? sgd.step() : which == 1 ? adam.step() : adamw.step();
+          w.zero_grad();
+          for (size_t i = 0; i < wh.size(); ++i) {
+            double g = ch[i] + wh[i];
+            if (which == 0) {
+              g += 0.01 * wh[i];
+              m[i] = t == 1 ? g : 0.9 * m[i] + g;
+              wh[i] -= 0.1 * m[i];
+              continue;
+            }
+            if (which == 1) g += 0.01 * wh[i];
+            else wh[i] *= 1 - 0.05 * 0.01;
+            m[i] = 0.9 * m[i] + 0.1 * g;
+            v[i] = 0.999 * v[i] + 0.001 * g * g;
+            wh[i] -= 0.05 * (m[i] / (1 - std::pow(0.9, t))) / (std::sqrt(v[i] / (1 - std::pow(0.999, t))) + 1e-8);
+          }
+        }
+        const std::vector<double> got = w.full().to_vector();
+        for (size_t i = 0; i < wh.size(); ++i)
+          if (std::abs(got[i] - wh[i]) > 1e-12 + 1e-10 * std::abs(wh[i])) {
+            f.add("optimizer " + std::to_string(which) + " on " + std::to_string(n) + " ranks: element " +
+                  std::to_string(i) + " is " + std::to_string(got[i]) + ", expected " + std::to_string(wh[i]));
+            break;
+          }
+      }
+    }));
+  }
+  INFO(failures.report());
+  CHECK(failures.empty());
+}
+
+TEST_CASE("autograd misuse is an Error naming the operation and the values, on every rank", "[autograd]") {
+  Failures failures = spsd_test::on_simulated_ranks(2, [](Failures& f) {
+    const Placement p("cpu", {0, 1});
+    auto x = randn<float>({4, 3}, p, sbp::split(0), 1);
+    auto w = randn<float>({3, 2}, p, sbp::broadcast, 2).requires_grad_();
+    auto y = matmul(x, w);
+    spsd_test::expect_error(f, "backward on a non-scalar", [&] { backward(y); },
+                            {"backward", "scalar", "(4, 2) float32"});
+    spsd_test::expect_error(f, "backward without grad", [&] { backward(sum(x)); }, {"backward", "does not require grad"});
+    spsd_test::expect_error(f, "grad of x", [&] { (void)x.grad(); }, {"grad", "(4, 3) float32 (S(0))", "requires_grad_()"});
+    spsd_test::expect_error(f, "grad before backward", [&] { (void)w.grad(); }, {"grad", "no gradient yet"});
+    spsd_test::expect_error(f, "grad of a non-leaf", [&] { (void)y.grad(); }, {"grad", "not a leaf"});
+    spsd_test::expect_error(f, "requires_grad_ on int64", [&] { arange<int64_t>(4, p, sbp::broadcast).requires_grad_(); },
+                            {"requires_grad_", "floating", "int64"});
+    spsd_test::expect_error(f, "optimizer without grad", [&] { SGD<float> s({x}, {}); },
+                            {"SGD", "parameter 0", "(4, 3) float32", "requires grad"});
+    spsd_test::expect_error(f, "optimizer twice", [&] { Adam<float> s({w, w}, {}); }, {"Adam", "parameter 1", "twice"});
+    spsd_test::expect_error(f, "bad beta", [&] { Adam<float> s({w}, {.beta1 = 1.5}); }, {"Adam", "beta1", "1.5"});
+    {
+      NoGradGuard guard;
+      if (matmul(x, w).requires_grad()) f.add("NoGradGuard: the output requires grad");
+    }
+    if (!matmul(x, w).requires_grad()) f.add("after NoGradGuard: the output does not require grad");
+  });
+  INFO(failures.report());
+  CHECK(failures.empty());
+}
