@@ -6,7 +6,20 @@
 //   (b) each process alone: NCCL over {rank};
 //   (c) under mpirun with several ranks: host-staged over MPI where ranks share a GPU, else NCCL.
 // Inputs are small integers, exact in every dtype, so sums agree whatever order NCCL reduces in.
+//
+// Fake device (SPSD_FAKE_CUDA=1 at compile time: test/fake_cuda/meson.build, tests fake-cuda-comm*):
+// the same program linked against fake libcudart/libnccl that run on the CPU (test/fake_cuda/), so
+// the communicators' host-side logic is tested on machines without a GPU. It then also runs
+//   (a') NCCL over the simulated ranks when each has its own (fake) device;
+//   (d) the failure paths: creation and call timeouts, an asynchronous NCCL error, a refused call,
+//       a finalize that never ends, two members on one device, a member that cannot query its device.
+// Self-check: SPSD_FAKE_CUDA_BREAK=stream-wait (or =sync) breaks the fake's stream ordering and this
+// program must then report mismatches.
 #include <cuda_runtime.h>
+
+#ifndef SPSD_FAKE_CUDA
+#define SPSD_FAKE_CUDA 0
+#endif
 
 #include <algorithm>
 #include <cstdio>
@@ -20,13 +33,26 @@
 #include <utility>
 #include <vector>
 
-#include <spsd/spsd.hpp>
+// Only the communicator and runtime headers (not spsd/spsd.hpp): the fake-device build links no kernels.
+#include <spsd/comm/communicator.hpp>
+#include <spsd/comm/stats.hpp>
+#include <spsd/core/dtype.hpp>
+#include <spsd/core/error.hpp>
+#include <spsd/core/shape.hpp>
+#include <spsd/runtime/runtime.hpp>
 
 #include "context.hpp"
 #include "event.cuh"
 #include "gpu_identity.hpp"
 #include "host_staged_communicator.hpp"
 #include "nccl_communicator.hpp"
+#if SPSD_FAKE_CUDA
+#include <chrono>
+#include <initializer_list>
+#include <string_view>
+
+#include "fake_control.hpp"
+#endif
 
 namespace {
 
@@ -37,6 +63,7 @@ using spsd::detail::check_cuda;
 using spsd::detail::concat;
 
 constexpr const char* kOp = "gpu-comm";
+constexpr bool kFakeDevice = SPSD_FAKE_CUDA;
 
 struct Tally {
   int64_t checks = 0;
@@ -280,6 +307,130 @@ void report(const std::string& label, Tally& total, const std::function<Tally()>
   total.add(tally);
 }
 
+#if SPSD_FAKE_CUDA
+// (d) Fake device only: the paths that need NCCL or CUDA to misbehave on cue (fake_control.hpp).
+// The communicators made to hang or fail have one member (this thread), so they block no peer.
+Tally failure_paths(int devices) {
+  Tally t;
+  const auto expect_error = [&](const std::string& what, std::initializer_list<std::string_view> needles,
+                                const std::function<void()>& body) {
+    ++t.checks;
+    try {
+      body();
+    } catch (const spsd::Error& e) {
+      const std::string message = e.what();
+      for (std::string_view needle : needles)
+        if (message.find(needle) == std::string::npos)
+          return t.fail(concat(what, ": the error does not say '", needle, "': ", message));
+      return;
+    } catch (const std::exception& e) {
+      return t.fail(concat(what, ": not an spsd::Error: ", e.what()));
+    }
+    t.fail(concat(what, ": no error"));
+  };
+  const auto expect_aborts = [&](const std::string& what, int before, int more) {
+    ++t.checks;
+    if (fake_nccl_aborts() != before + more)
+      t.fail(concat(what, ": ", fake_nccl_aborts() - before, " ncclCommAbort calls, expected ", more));
+  };
+  const std::chrono::milliseconds timeout(100);
+  spsd::CommStats stats, scratch;
+  const int64_t me = spsd::rank();
+  auto bootstrap = spsd::detail::context(kOp).backend->create({me}, 0, &scratch);
+  const int device = static_cast<int>(spsd::local_rank() % devices);
+  check_cuda(cudaSetDevice(device), kOp, "cudaSetDevice");
+  spsd::detail::Stream compute(kOp), comm(kOp);
+  const spsd::detail::DeviceStreams streams{device, compute.get(), comm.get()};
+  DeviceArray<float> buffer(values<float>(64, me, 1), compute.get());
+  const auto make = [&] {
+    return spsd::detail::make_nccl_communicator({me}, 0, &stats, *bootstrap, streams, &timeout);
+  };
+  const auto all_reduce = [&](Communicator& c) { c.all_reduce(buffer.get(), buffer.get(), 64, DType::kFloat32, ReduceOp::kSum); };
+
+  // Creation that never completes: bounded, aborted.
+  int aborts = fake_nccl_aborts();
+  fake_nccl_force_state(ncclInProgress);
+  expect_error("creation timeout", {"no completion within 0.1 s", "creating"}, [&] { make(); });
+  fake_nccl_force_state(ncclSuccess);
+  expect_aborts("creation timeout", aborts, 1);
+
+  // A collective that never completes: bounded, aborted, and every later call says why.
+  {
+    auto c = make();
+    all_reduce(*c);  // works before
+    aborts = fake_nccl_aborts();
+    fake_nccl_force_state(ncclInProgress);
+    expect_error("all_reduce timeout", {"all_reduce", "no completion within 0.1 s", "was aborted"}, [&] { all_reduce(*c); });
+    fake_nccl_force_state(ncclSuccess);
+    expect_aborts("all_reduce timeout", aborts, 1);
+    expect_error("call after an abort", {"cannot be used", "aborted after an earlier failure", "no completion"},
+                 [&] { c->barrier(); });
+  }
+  // An asynchronous error (a peer died): raised at once, not as a timeout.
+  {
+    auto c = make();
+    aborts = fake_nccl_aborts();
+    fake_nccl_force_state(ncclRemoteError);
+    const auto start = std::chrono::steady_clock::now();
+    expect_error("asynchronous error", {"broadcast", "NCCL reported remote process exited"},
+                 [&] { c->broadcast(buffer.get(), 64, DType::kFloat32, 0); });
+    fake_nccl_force_state(ncclSuccess);
+    ++t.checks;
+    if (std::chrono::steady_clock::now() - start >= timeout) t.fail("asynchronous error: reported only after the timeout");
+    expect_aborts("asynchronous error", aborts, 1);
+  }
+  // A call NCCL refuses (a host buffer): the group is closed, the communicator aborted.
+  {
+    auto c = make();
+    aborts = fake_nccl_aborts();
+    std::vector<float> host(64);
+    expect_error("host buffer", {"ncclAllReduce failed", "not memory of device"},
+                 [&] { c->all_reduce(host.data(), host.data(), 64, DType::kFloat32, ReduceOp::kSum); });
+    expect_aborts("host buffer", aborts, 1);
+  }
+  // Destruction whose finalize never ends: aborted after the timeout instead of hanging.
+  {
+    auto c = make();
+    all_reduce(*c);
+    aborts = fake_nccl_aborts();
+    fake_nccl_force_state(ncclInProgress);
+    c.reset();
+    fake_nccl_force_state(ncclSuccess);
+    expect_aborts("finalize timeout", aborts, 1);
+  }
+
+  // Two simulated ranks: on one device NCCL refuses the second member (the reason for
+  // ranks_share_a_gpu), and a member that cannot query its device makes every member throw.
+  std::mutex mutex;
+  spsd::simulate(2, [&] {
+    Tally mine;
+    const int64_t r = spsd::rank();
+    spsd::CommStats s, sc;
+    auto host = spsd::detail::context(kOp).backend->create({0, 1}, r, &sc);
+    check_cuda(cudaSetDevice(0), kOp, "cudaSetDevice");
+    spsd::detail::Stream c1(kOp), c2(kOp);
+    ++mine.checks;
+    try {
+      spsd::detail::make_nccl_communicator({0, 1}, r, &s, *host, {0, c1.get(), c2.get()}, &timeout);
+      mine.fail(concat("rank ", r, ": NCCL accepted two members on one device"));
+    } catch (const spsd::Error&) {
+    }
+    ++mine.checks;
+    try {
+      spsd::detail::ranks_share_a_gpu(*host, r == 1 ? 99 : 0);
+      mine.fail(concat("rank ", r, ": ranks_share_a_gpu accepted a device that cannot be queried"));
+    } catch (const spsd::Error& e) {
+      const std::string_view want = r == 1 ? "cudaGetDeviceProperties(device 99) failed" : "world ranks [1] of";
+      if (std::string_view(e.what()).find(want) == std::string_view::npos)
+        mine.fail(concat("rank ", r, ": ranks_share_a_gpu error does not say '", want, "': ", e.what()));
+    }
+    std::lock_guard lock(mutex);
+    t.add(mine);
+  });
+  return t;
+}
+#endif
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -298,7 +449,7 @@ int main(int argc, char** argv) {
   // (a) Threads as ranks, device rank % devices: host-staged over the in-process communicator.
   for (int n : {1, 2, 4}) {
     const std::string label = concat("host-staged, simulate ", n, " ranks");
-    report(label, total, [&] {
+    report(kFakeDevice && n <= devices ? concat("host-staged and nccl, simulate ", n, " ranks") : label, total, [&] {
       std::mutex mutex;
       Tally all;
       spsd::simulate(n, [&] {
@@ -308,6 +459,14 @@ int main(int argc, char** argv) {
         Tally mine = run_group(label, my_device, iota(n), me, [&](spsd::CommStats* stats, const auto& streams) {
           return host_staged(iota(n), me, stats, streams, &scratch);
         });
+        // (a') Fake device: NCCL over the threads too, when each has its own device.
+        if (kFakeDevice && n <= devices) {
+          auto bootstrap = spsd::detail::context(kOp).backend->create(iota(n), me, &scratch);
+          mine.add(run_group(concat("nccl, simulate ", n, " ranks"), my_device, iota(n), me,
+                             [&](spsd::CommStats* stats, const auto& streams) {
+                               return nccl(iota(n), me, stats, streams, *bootstrap);
+                             }));
+        }
         // Threads share the GPUs round-robin: they share one exactly when there are more threads.
         auto host = spsd::detail::context(kOp).backend->create(iota(n), me, &scratch);
         ++mine.checks;
@@ -350,6 +509,10 @@ int main(int argc, char** argv) {
       });
     });
   }
+
+#if SPSD_FAKE_CUDA
+  report(concat("failure paths, world rank ", rank), total, [&] { return failure_paths(devices); });
+#endif
 
   // Every process returns the same verdict.
   int64_t mismatches = total.mismatches;

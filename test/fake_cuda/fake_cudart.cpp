@@ -1,0 +1,347 @@
+// Fake CUDA runtime (the subset of libcudart the device communicators call), for testing their
+// host-side logic on machines without a GPU. Linked instead of libcudart into fake-cuda-comm only.
+//
+// What is faked, and how faithfully:
+// - Devices: SPSD_FAKE_CUDA_DEVICES of them (default 1). The current device is per host thread, as
+//   in CUDA. Each device has a distinct UUID that depends only on its index, so two processes of
+//   one job that use device 0 "share a GPU", as on one machine.
+// - Device memory is host memory (malloc, filled with 0xCD so unwritten results show), registered
+//   with its device; pinned memory (cudaHostAlloc) is registered too. Copies and cudaMemsetAsync
+//   are stream work; they check that the pointers live where their cudaMemcpyKind says (a device
+//   pointer handed to a host copy, or the reverse, is cudaErrorInvalidValue) and that a device
+//   range lies inside one allocation.
+// - Streams are lazy queues: enqueued work (copies, NCCL groups) runs only when something waits for
+//   it: cudaStreamSynchronize, cudaEventQuery of an event recorded behind it, a stream that reaches a
+//   cudaStreamWaitEvent on it, cudaStreamDestroy, or a copy into pageable host memory (synchronous
+//   in CUDA too). So a missing event dependency between two streams runs work in the wrong order
+//   and shows as wrong data, deterministically, where real hardware would race only at times.
+//   Copies from pageable host memory read the source at the call, as CUDA does (pinned sources are
+//   read when the copy runs). Streams and events belong to the device current at their creation;
+//   recording an event on another device's stream is cudaErrorInvalidResourceHandle, as in CUDA.
+// - cudaFree and cudaFreeHost first run all work queued on the memory's device (the current one for
+//   pinned memory), as CUDA synchronizes there.
+// - Work runs on the host thread that waits for it, holding its stream's lock (recursive: work of
+//   one stream may wait for another's). Each rank drives only its own streams (a rank is a thread
+//   under spsd::simulate), so the two streams of a rank, which wait on each other in turn, cannot
+//   deadlock; ThreadSanitizer nevertheless reports that as a lock-order inversion.
+// - cudaEventQuery answers cudaErrorNotReady every other call (per thread) before it runs the work,
+//   so polling loops take their waiting path.
+// - Not faked: kernels (an nvcc-compiled translation unit without kernels loads; one with kernels
+//   aborts at load, and its launches would not link), cudaMallocAsync and friends, multiple processes sharing memory, errors raised by running work.
+//   No stream priorities, no graph capture, no legacy-stream implicit synchronization: the null
+//   stream is an ordinary lazy queue of its own.
+//
+// Self-check (not a registered test): SPSD_FAKE_CUDA_BREAK=stream-wait makes cudaStreamWaitEvent do
+// nothing, SPSD_FAKE_CUDA_BREAK=sync makes cudaStreamSynchronize do nothing. fake-cuda-comm must then
+// report mismatches (NCCL path, resp. host-staged path); see test/fake_cuda/meson.build.
+#include <cuda_runtime.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "fake_control.hpp"
+
+struct FakeStream {
+  int device = 0;
+  std::deque<std::function<void()>> queue;
+  uint64_t executed = 0, enqueued = 0;
+  std::recursive_mutex mutex;  // recursive: running work may wait on the same stream's earlier work
+};
+
+namespace {
+
+// What a cudaStream_t points to. Events and waits hold the stream itself, which outlives its handle
+// (cudaStreamDestroy runs its work, so a later wait on it returns at once, as in CUDA).
+struct StreamHandle {
+  std::shared_ptr<FakeStream> stream;
+};
+
+struct FakeEvent {
+  int device = 0;
+  std::shared_ptr<FakeStream> stream;  // null until recorded
+  uint64_t seq = 0;                    // the work on `stream` it captured
+};
+
+struct Allocation {
+  size_t bytes;
+  int device;  // -1: pinned host memory
+};
+
+std::mutex streams_mutex;
+std::vector<std::weak_ptr<FakeStream>> streams;  // every stream made, for cudaFree's synchronization
+std::mutex memory_mutex;
+std::map<const char*, Allocation> allocations;  // by base address
+thread_local int current_device = 0;
+thread_local cudaError_t last_error = cudaSuccess;
+const std::shared_ptr<FakeStream> legacy_stream = std::make_shared<FakeStream>();
+
+int device_count() {
+  static const int n = [] {
+    const char* v = std::getenv("SPSD_FAKE_CUDA_DEVICES");
+    return v ? std::atoi(v) : 1;
+  }();
+  return n;
+}
+
+std::string_view broken() {
+  static const char* v = std::getenv("SPSD_FAKE_CUDA_BREAK");
+  return v ? v : "";
+}
+
+cudaError_t fail(cudaError_t err) {
+  last_error = err;
+  return err;
+}
+
+const std::shared_ptr<FakeStream>& stream_of(cudaStream_t s) {
+  return s ? reinterpret_cast<StreamHandle*>(s)->stream : legacy_stream;
+}
+
+// The allocation that holds [p, p + bytes), or null.
+const Allocation* find(const void* p, size_t bytes) {
+  std::lock_guard lock(memory_mutex);
+  const char* c = static_cast<const char*>(p);
+  auto it = allocations.upper_bound(c);
+  if (it == allocations.begin()) return nullptr;
+  --it;
+  if (c < it->first || c + bytes > it->first + it->second.bytes) return nullptr;
+  return &it->second;
+}
+
+void run_until(const std::shared_ptr<FakeStream>& s, uint64_t seq) {
+  std::lock_guard lock(s->mutex);
+  while (s->executed < seq) {
+    std::function<void()> work = std::move(s->queue.front());
+    s->queue.pop_front();
+    ++s->executed;
+    work();
+  }
+}
+
+void run_all(const std::shared_ptr<FakeStream>& s) {
+  uint64_t seq;
+  {
+    std::lock_guard lock(s->mutex);
+    seq = s->enqueued;
+  }
+  run_until(s, seq);
+}
+
+// cudaFree and cudaFreeHost wait for the device's work, as in CUDA: no queued work outlives the
+// memory it uses.
+void synchronize_device(int device) {
+  std::vector<std::shared_ptr<FakeStream>> live;
+  {
+    std::lock_guard lock(streams_mutex);
+    std::erase_if(streams, [](const std::weak_ptr<FakeStream>& w) { return w.expired(); });
+    for (const std::weak_ptr<FakeStream>& w : streams)
+      if (auto s = w.lock(); s && s->device == device) live.push_back(std::move(s));
+  }
+  for (const std::shared_ptr<FakeStream>& s : live) run_all(s);
+}
+
+}  // namespace
+
+void fake_cuda_enqueue(cudaStream_t stream, std::function<void()> work) {
+  const std::shared_ptr<FakeStream>& s = stream_of(stream);
+  std::lock_guard lock(s->mutex);
+  s->queue.push_back(std::move(work));
+  ++s->enqueued;
+}
+
+int fake_cuda_stream_device(cudaStream_t stream) { return stream_of(stream)->device; }
+
+int fake_cuda_device_of(const void* p, size_t bytes) {
+  if (bytes == 0) return -2;  // nothing is read or written: any pointer will do
+  const Allocation* a = find(p, bytes);
+  return a && a->device >= 0 ? a->device : -1;
+}
+
+extern "C" {
+
+cudaError_t cudaGetDeviceCount(int* n) {
+  *n = device_count();
+  return cudaSuccess;
+}
+cudaError_t cudaGetLastError() { return std::exchange(last_error, cudaSuccess); }
+cudaError_t cudaPeekAtLastError() { return last_error; }
+const char* cudaGetErrorName(cudaError_t err) {
+  switch (err) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady: return "cudaErrorNotReady";
+    default: return "cudaErrorUnknown";
+  }
+}
+const char* cudaGetErrorString(cudaError_t err) {
+  switch (err) {
+    case cudaSuccess: return "no error (fake CUDA)";
+    case cudaErrorInvalidValue: return "invalid argument (fake CUDA)";
+    case cudaErrorInvalidDevice: return "invalid device ordinal (fake CUDA)";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle (fake CUDA)";
+    default: return "error (fake CUDA)";
+  }
+}
+cudaError_t cudaGetDevice(int* d) {
+  *d = current_device;
+  return cudaSuccess;
+}
+cudaError_t cudaSetDevice(int d) {
+  if (d < 0 || d >= device_count()) return fail(cudaErrorInvalidDevice);
+  current_device = d;
+  return cudaSuccess;
+}
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int d) {
+  if (d < 0 || d >= device_count()) return fail(cudaErrorInvalidDevice);
+  std::memset(prop, 0, sizeof *prop);
+  std::snprintf(prop->name, sizeof prop->name, "fake CUDA device %d", d);
+  prop->uuid.bytes[0] = 'f';
+  prop->uuid.bytes[3] = static_cast<char>(d + 1);
+  prop->uuid.bytes[15] = 7;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* s, unsigned) {
+  auto* handle = new StreamHandle{std::make_shared<FakeStream>()};
+  handle->stream->device = current_device;
+  std::lock_guard lock(streams_mutex);
+  streams.push_back(handle->stream);
+  *s = reinterpret_cast<cudaStream_t>(handle);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamDestroy(cudaStream_t s) {
+  if (!s) return fail(cudaErrorInvalidResourceHandle);
+  run_all(stream_of(s));  // CUDA finishes the stream's work before releasing it
+  delete reinterpret_cast<StreamHandle*>(s);
+  return cudaSuccess;
+}
+cudaError_t cudaStreamSynchronize(cudaStream_t s) {
+  if (broken() == "sync") return cudaSuccess;
+  run_all(stream_of(s));
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
+  auto* event = new FakeEvent;
+  event->device = current_device;
+  *e = reinterpret_cast<cudaEvent_t>(event);
+  return cudaSuccess;
+}
+cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<FakeEvent*>(e);
+  return cudaSuccess;
+}
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
+  auto* event = reinterpret_cast<FakeEvent*>(e);
+  const std::shared_ptr<FakeStream>& stream = stream_of(s);
+  if (!event || event->device != stream->device) return fail(cudaErrorInvalidResourceHandle);
+  std::lock_guard lock(stream->mutex);
+  event->stream = stream;
+  event->seq = stream->enqueued;
+  return cudaSuccess;
+}
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e, unsigned) {
+  auto* event = reinterpret_cast<FakeEvent*>(e);
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  if (broken() == "stream-wait") return cudaSuccess;
+  std::shared_ptr<FakeStream> source = event->stream;
+  const uint64_t seq = event->seq;
+  if (source) fake_cuda_enqueue(s, [=] { run_until(source, seq); });
+  return cudaSuccess;
+}
+cudaError_t cudaEventQuery(cudaEvent_t e) {
+  auto* event = reinterpret_cast<FakeEvent*>(e);
+  static thread_local int calls = 0;
+  if (++calls % 2) return cudaErrorNotReady;  // not an error: not sticky
+  if (event->stream) run_until(event->stream, event->seq);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void** p, size_t bytes) {
+  char* block = static_cast<char*>(std::malloc(bytes ? bytes : 1));
+  std::memset(block, 0xCD, bytes);
+  std::lock_guard lock(memory_mutex);
+  allocations[block] = {bytes, current_device};
+  *p = block;
+  return cudaSuccess;
+}
+cudaError_t cudaHostAlloc(void** p, size_t bytes, unsigned) {
+  char* block = static_cast<char*>(std::malloc(bytes ? bytes : 1));
+  std::lock_guard lock(memory_mutex);
+  allocations[block] = {bytes, -1};
+  *p = block;
+  return cudaSuccess;
+}
+static cudaError_t release(void* p, bool device) {
+  if (!p) return cudaSuccess;
+  int owner = current_device;
+  {
+    std::lock_guard lock(memory_mutex);
+    auto it = allocations.find(static_cast<char*>(p));
+    if (it != allocations.end() && it->second.device >= 0) owner = it->second.device;
+  }
+  synchronize_device(owner);
+  {
+    std::lock_guard lock(memory_mutex);
+    auto it = allocations.find(static_cast<char*>(p));
+    if (it == allocations.end() || (it->second.device >= 0) != device) return fail(cudaErrorInvalidValue);
+    allocations.erase(it);
+  }
+  std::free(p);
+  return cudaSuccess;
+}
+cudaError_t cudaFree(void* p) { return release(p, true); }
+cudaError_t cudaFreeHost(void* p) { return release(p, false); }
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
+  if (bytes == 0) return cudaSuccess;
+  const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
+  const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
+  if (kind == cudaMemcpyHostToHost || kind == cudaMemcpyDefault) return fail(cudaErrorInvalidValue);  // unused by spsd
+  if ((fake_cuda_device_of(dst, bytes) >= 0) != dst_device || (fake_cuda_device_of(src, bytes) >= 0) != src_device)
+    return fail(cudaErrorInvalidValue);
+  // Pinned host memory is read and written when the copy runs; pageable memory is not (below).
+  const bool pageable = kind != cudaMemcpyDeviceToDevice && find(dst_device ? src : dst, bytes) == nullptr;
+  if (kind == cudaMemcpyHostToDevice && pageable) {  // CUDA reads a pageable source before returning
+    auto copy = std::make_shared<std::vector<char>>(static_cast<const char*>(src), static_cast<const char*>(src) + bytes);
+    fake_cuda_enqueue(s, [=] { std::memcpy(dst, copy->data(), bytes); });
+    return cudaSuccess;
+  }
+  fake_cuda_enqueue(s, [=] { std::memmove(dst, src, bytes); });
+  if (kind == cudaMemcpyDeviceToHost && pageable) run_all(stream_of(s));  // returns once copied, as in CUDA
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
+  if (bytes == 0) return cudaSuccess;
+  if (fake_cuda_device_of(p, bytes) < 0) return fail(cudaErrorInvalidValue);
+  fake_cuda_enqueue(s, [=] { std::memset(p, value, bytes); });
+  return cudaSuccess;
+}
+
+// What an nvcc-compiled translation unit calls at load and unload; these have no kernels to register.
+void** __cudaRegisterFatBinary(void*) {
+  static void* handle = nullptr;
+  return &handle;
+}
+void __cudaRegisterFatBinaryEnd(void**) {}
+void __cudaUnregisterFatBinary(void**) {}
+void __cudaRegisterFunction(void**, const char*, char*, const char*, int, uint3*, uint3*, dim3*, dim3*, int*) {
+  std::fprintf(stderr, "FAKE CUDA: a kernel was registered; the fake runs no kernels\n");
+  std::abort();
+}
+
+}  // extern "C"
