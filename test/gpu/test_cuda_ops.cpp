@@ -5,6 +5,7 @@
 //   - the boxing suite between cuda layouts, and between cpu and cuda layouts in both directions;
 //   - every op on the same random inputs on a cpu and a cuda placement, compared element by
 //     element (relative tolerance per op; a NaN where the cpu has none fails);
+//   - gradients of a small model (every backward rule's helper op) equal to the cpu ones;
 //   - rand/randn bit-equal to the cpu values;
 //   - a steady state of ops that makes no new device allocations.
 // Exits 77 (meson: SKIP) where no CUDA device is usable.
@@ -131,6 +132,32 @@ void every_op_cpu_vs_cuda(const Placement& cuda, Failures& f) {
   if (got != want) f.add("int64 ops on " + cuda.to_string() + ": cuda and cpu differ");
 }
 
+// Gradients of a small model (matmul, relu, sigmoid, max, sum, cross_entropy, embedding: every
+// backward helper op) on a cuda placement against the same on the cpu.
+void backward_cpu_vs_cuda(const Placement& cuda, Failures& f) {
+  const NdSbp b(std::vector<Sbp>(cuda.mesh().ndim(), sbp::broadcast));
+  const NdSbp s0(std::vector<Sbp>(cuda.mesh().ndim(), sbp::split(0)));
+  auto grads = [&](const Placement& p) {
+    GlobalTensor<float> x = randn<float>({6, 10}, p, s0, 1), w = randn<float>({10, 4}, p, b, 3),
+                        table = randn<float>({7, 10}, p, b, 4);
+    w.requires_grad_();
+    table.requires_grad_();
+    const GlobalTensor<int64_t> labels = from_host(Tensor<int64_t>::from_vector({6}, {0, 3, 1, 2, 3, 0}), p, b);
+    const GlobalTensor<int64_t> ids = from_host(Tensor<int64_t>::from_vector({6}, {6, 0, 2, 2, 5, 1}), p, b);
+    const GlobalTensor<float> h = relu(x + embedding(table, ids));
+    const GlobalTensor<float> logits = matmul(h, w) * sigmoid(matmul(x, w)) + max(h, {1}, true);
+    backward(cross_entropy(logits, labels) + sum(logits) * 0.01f);
+    return std::make_pair(w.grad().full().to_vector(), table.grad().full().to_vector());
+  };
+  try {
+    const auto want = grads(on(cuda, "cpu")), got = grads(cuda);
+    expect_close(f, "backward: grad of w on " + cuda.to_string(), got.first, want.first, 1e-4);
+    expect_close(f, "backward: grad of the embedding table on " + cuda.to_string(), got.second, want.second, 1e-4);
+  } catch (const Error& e) {
+    f.add("backward on " + cuda.to_string() + ": " + e.what());
+  }
+}
+
 void random_bit_equal(const Placement& cuda, Failures& f) {
   const Placement cpu = on(cuda, "cpu");
   const NdSbp s0(std::vector<Sbp>(cuda.mesh().ndim(), sbp::split(0)));
@@ -187,6 +214,7 @@ void run_all(int64_t world, Failures& f) {
     spsd_test::run_op_suite(p, options, f, counts);
     if (rank() == 0) std::printf("  op suite on %s: %s\n", p.to_string().c_str(), counts.to_string().c_str());
     every_op_cpu_vs_cuda(p, f);
+    backward_cpu_vs_cuda(p, f);
     random_bit_equal(p, f);
     boxing_on(p, f);
     steady_state_allocations(p, f);

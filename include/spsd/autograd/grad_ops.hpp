@@ -13,7 +13,7 @@
 //       P(sum), B -> P(sum);  B, B -> B
 //   pick_grad(g (N), labels (N), C)  -> (N, C): g[i] at [i, labels[i]], 0 elsewhere
 //       S(0), S(0) -> S(0);  P(sum), B -> P(sum);  B, B -> B
-// The kernels are cpu loops (cuda placements raise spsd::Error until they get device kernels).
+// The kernels are cpu loops; on cuda placements run_op runs them on host copies (kHostKernelOnly).
 #include <cmath>
 #include <string_view>
 
@@ -24,10 +24,6 @@
 namespace spsd::detail::grad_ops {
 
 using kernel::cpu::UnaryOp;
-
-inline void require_cpu(std::string_view op, const KernelArgs& k) {
-  SPSD_CHECK(!k.target.on_device(), op, "has no cuda kernel yet (backward on cuda placements is not implemented)");
-}
 
 inline const Sbp* const kPartials[] = {&sbp::partial_sum, &sbp::partial_max, &sbp::partial_min};
 
@@ -89,9 +85,9 @@ struct UnaryGradDef {
     return t;
   }
 
+  static constexpr bool kHostKernelOnly = true;  // run_op stages device pieces through the host
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    require_cpu(name, k);
     if constexpr (std::is_floating_point_v<T>)
       kernel::cpu::detail::map2([](T s, T g) { return derivative<K, T>(s) * g; }, k.in<T>(0), k.in<T>(1),
                                 k.out_as<T>(), k.out_shape.numel());
@@ -113,9 +109,9 @@ struct MaskEqDef {
   }
 
   // x - m is exactly 0 iff x == m (finite values), so the broadcasting sub kernel does the work.
+  static constexpr bool kHostKernelOnly = true;  // run_op stages device pieces through the host
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    require_cpu(name, k);
     T* out = k.out_as<T>();
     kernel::cpu::binary<T>(kernel::cpu::BinaryOp::kSub, k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape,
                            out, k.out_shape);
@@ -140,9 +136,9 @@ struct ExpandDef {
   }
 
   // Row by row of the output's last axis: each row is a copy or a fill (stretched last axis).
+  static constexpr bool kHostKernelOnly = true;  // run_op stages device pieces through the host
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    require_cpu(name, k);
     const Shape& out = k.out_shape;
     const int64_t r = out.ndim(), n = r ? out[r - 1] : 1;
     if (out.numel() == 0) return;
@@ -183,9 +179,9 @@ struct EmbeddingGradDef {
     return t;
   }
 
+  static constexpr bool kHostKernelOnly = true;  // run_op stages device pieces through the host
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    require_cpu(name, k);
     T* out = k.out_as<T>();
     const int64_t rows = k.out_shape[0], dim = k.out_shape[1], row_begin = k.out_box.begin[0];
     std::fill(out, out + rows * dim, T(0));
@@ -214,9 +210,9 @@ struct PickGradDef {
     return {{{sbp::split(0), sbp::split(0)}, sbp::split(0)}, {{P, B}, P}, uniform_signature(2, B)};
   }
 
+  static constexpr bool kHostKernelOnly = true;  // run_op stages device pieces through the host
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    require_cpu(name, k);
     T* out = k.out_as<T>();
     const int64_t n = k.out_shape[0], c = k.out_shape[1];
     std::fill(out, out + n * c, T(0));
