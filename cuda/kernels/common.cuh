@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "spsd/core/error.hpp"
+#include "spsd/core/reduce_op.hpp"
 
 namespace spsd::kernel::cuda::detail {
 
@@ -50,14 +51,7 @@ __device__ inline int64_t thread_count() { return static_cast<int64_t>(gridDim.x
 // Integer +, -, *, negation modulo 2^bits through the unsigned type (cpu loop.hpp's wrap_*);
 // floats pass through.
 template <class T>
-__device__ inline T wrap_add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
-    using U = std::make_unsigned_t<T>;
-    return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
-  } else {
-    return a + b;
-  }
-}
+__device__ inline T wrap_add(T a, T b) { return ::spsd::wrapping_add(a, b); }  // core/reduce_op.hpp
 template <class T>
 __device__ inline T wrap_sub(T a, T b) {
   if constexpr (std::is_integral_v<T>) {

@@ -5,6 +5,7 @@
 #include <limits>
 #include <type_traits>
 
+#include "spsd/core/config.hpp"
 #include "spsd/core/dtype.hpp"
 
 namespace spsd {
@@ -23,7 +24,7 @@ constexpr T reduce_identity(ReduceOp op) {
 // a + b; integer sums wrap modulo 2^bits (documented behaviour of P(sum) on integers, and what
 // MPI does) instead of overflowing, which C++ leaves undefined for signed types.
 template <Element T>
-constexpr T wrapping_add(T a, T b) {
+SPSD_HOST_DEVICE constexpr T wrapping_add(T a, T b) {
   if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
     return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
