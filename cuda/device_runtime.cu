@@ -77,6 +77,10 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   void* compute_stream() override { return streams_.compute; }
   const std::shared_ptr<DeviceAllocator>& shared_allocator() override { return allocator_; }
 
+  void bind_calling_thread() override {
+    check_cuda(cudaSetDevice(streams_.device), "communication stream", concat("binding to device ", streams_.device));
+  }
+
   void synchronize() override {
     compute_.synchronize("synchronize");
     comm_.synchronize("synchronize");

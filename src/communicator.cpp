@@ -50,6 +50,7 @@ void Communicator::account(CollectiveKind kind, traffic::Traffic elems, DType dt
 
 // Counters follow the bandwidth-optimal algorithms' formulas in comm/traffic.hpp.
 void Communicator::all_reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) {
+  before_call();
   check_count("all_reduce", "count", count);
   check_buffer("all_reduce", "send", send, count);
   check_buffer("all_reduce", "recv", recv, count);
@@ -58,6 +59,7 @@ void Communicator::all_reduce(const void* send, void* recv, int64_t count, DType
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype, ReduceOp op) {
+  before_call();
   check_count("reduce_scatter", "recv_count", recv_count);
   std::vector<int64_t> counts(size(), recv_count);
   reduce_scatter_v(send, recv, counts, dtype, op);
@@ -65,6 +67,7 @@ void Communicator::reduce_scatter(const void* send, void* recv, int64_t recv_cou
 
 void Communicator::reduce_scatter_v(const void* send, void* recv, std::span<const int64_t> counts, DType dtype,
                                     ReduceOp op) {
+  before_call();
   check_counts("reduce_scatter", "recv_counts", counts);
   check_buffer("reduce_scatter", "send", send, total(counts));
   check_buffer("reduce_scatter", "recv", recv, counts[rank_]);
@@ -73,12 +76,14 @@ void Communicator::reduce_scatter_v(const void* send, void* recv, std::span<cons
 }
 
 void Communicator::all_gather(const void* send, void* recv, int64_t send_count, DType dtype) {
+  before_call();
   check_count("all_gather", "send_count", send_count);
   std::vector<int64_t> counts(size(), send_count);
   all_gather_v(send, recv, counts, dtype);
 }
 
 void Communicator::all_gather_v(const void* send, void* recv, std::span<const int64_t> counts, DType dtype) {
+  before_call();
   check_counts("all_gather", "recv_counts", counts);
   check_buffer("all_gather", "send", send, counts[rank_]);
   check_buffer("all_gather", "recv", recv, total(counts));
@@ -87,6 +92,7 @@ void Communicator::all_gather_v(const void* send, void* recv, std::span<const in
 }
 
 void Communicator::all_to_all(const void* send, void* recv, int64_t count_per_peer, DType dtype) {
+  before_call();
   check_count("all_to_all", "count_per_peer", count_per_peer);
   std::vector<int64_t> counts(size(), count_per_peer);
   all_to_all_checked(send, counts, recv, counts, dtype, true);
@@ -94,6 +100,7 @@ void Communicator::all_to_all(const void* send, void* recv, int64_t count_per_pe
 
 void Communicator::all_to_all_v(const void* send, std::span<const int64_t> send_counts, void* recv,
                                 std::span<const int64_t> recv_counts, DType dtype) {
+  before_call();
   all_to_all_checked(send, send_counts, recv, recv_counts, dtype, false);
 }
 
@@ -108,6 +115,7 @@ void Communicator::all_to_all_checked(const void* send, std::span<const int64_t>
 }
 
 void Communicator::broadcast(void* buffer, int64_t count, DType dtype, int64_t root) {
+  before_call();
   check_count("broadcast", "count", count);
   SPSD_CHECK(root >= 0 && root < size(), "broadcast", "root ", root, " is not a member of ", to_string());
   check_buffer("broadcast", "buffer", buffer, count);
@@ -116,6 +124,7 @@ void Communicator::broadcast(void* buffer, int64_t count, DType dtype, int64_t r
 }
 
 void Communicator::send_recv(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, DType dtype) {
+  before_call();
   int64_t sent = 0, received = 0, messages = 0;
   for (const SendSpec& s : sends) {
     SPSD_CHECK(s.peer >= 0 && s.peer < size(), "send_recv", "send peer ", s.peer, " is not a member of ", to_string());
@@ -134,6 +143,7 @@ void Communicator::send_recv(std::span<const SendSpec> sends, std::span<const Re
 }
 
 void Communicator::barrier() {
+  before_call();
   do_barrier();
   account(CollectiveKind::kBarrier, {}, DType::kFloat32);
 }

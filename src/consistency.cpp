@@ -6,6 +6,7 @@
 #include "spsd/runtime/consistency.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -14,6 +15,7 @@
 #include "context.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/core/shape.hpp"
+#include "spsd/runtime/scheduler.hpp"
 
 namespace spsd::detail {
 
@@ -51,14 +53,25 @@ struct NotedOp {
 struct RankSetState {
   uint64_t seq = 0;              // ops noted since the start, or since the last mismatch
   uint64_t digest = 0;           // folds (seq, op hash) of each of them, in order
-  std::vector<NotedOp> pending;  // since the last successful check
-  Communicator* comm = nullptr;                             // the check communicator, once created
+  std::vector<NotedOp> pending;  // since the last check was issued
+  Communicator* comm = nullptr;  // the check communicator, once created (used by the check only)
+  // Set by a check that found a mismatch (it may run on the communication stream); the rank's
+  // thread starts the rank set afresh at its next note or check.
+  std::atomic<bool> restart{false};
 
-  void reset() {
+  void restart_if_asked() {
+    if (!restart.exchange(false, std::memory_order_acquire)) return;
     seq = 0;
     digest = 0;
     pending.clear();
   }
+};
+
+// What one check compares: this rank's state when the check was issued.
+struct CheckRequest {
+  std::vector<int64_t> ranks;
+  uint64_t seq, digest;
+  std::vector<NotedOp> pending;
 };
 
 // What ranks compare. Equal records mean equal op sequences (up to 64-bit hash collisions).
@@ -107,7 +120,7 @@ RankSetState& state(Context& ctx, ConsistencyTable& t, const std::vector<int64_t
     for (int64_t r : ranks)
       SPSD_CHECK(r >= 0 && r < ctx.world_size, op, "ranks ", join(ranks), " name rank ", r, " but the world has ",
                  ctx.world_size, " ranks");
-    it = t.sets.emplace(ranks, RankSetState{}).first;
+    it = t.sets.try_emplace(ranks).first;
   }
   t.last_key = &it->first;
   t.last_state = &it->second;
@@ -191,12 +204,8 @@ std::string group_by_text(const std::vector<int64_t>& ranks, const std::vector<s
 
 // Records differ. Every member holds the same records, so all take this path together and make
 // the same exchanges; every member throws the same message.
-[[noreturn]] void report_mismatch(Communicator& comm, const std::vector<int64_t>& ranks, RankSetState& s,
-                                  const std::vector<Record>& records) {
-  struct ResetAtExit {
-    RankSetState& s;
-    ~ResetAtExit() { s.reset(); }
-  } reset_at_exit{s};
+[[noreturn]] void report_mismatch(Communicator& comm, const CheckRequest& s, const std::vector<Record>& records) {
+  const std::vector<int64_t>& ranks = s.ranks;
   const int64_t n = comm.size();
   std::vector<int64_t> counts(n);
   for (int64_t m = 0; m < n; ++m) counts[m] = static_cast<int64_t>(records[m].pending);
@@ -246,6 +255,7 @@ void note_op(const std::vector<int64_t>& ranks, std::shared_ptr<const OpIdentity
   if (t.mode == CheckMode::kOff) return;
   SPSD_CHECK(op != nullptr, "note_op", "the op identity is null");
   RankSetState& s = state(ctx, t, ranks, "note_op");
+  s.restart_if_asked();
   const uint64_t hash = scalar ? mix(op->hash ^ mix(scalar->bits)) : op->hash;
   ++s.seq;
   s.digest = mix(s.digest ^ mix(hash + s.seq));
@@ -254,28 +264,39 @@ void note_op(const std::vector<int64_t>& ranks, std::shared_ptr<const OpIdentity
   if (t.mode == CheckMode::kEveryOp || s.pending.size() >= kMaxPendingOps) check_ops(ranks);
 }
 
+namespace {
+
+// The check itself: on the communication stream, or inline when it is idle.
+void compare(Context& ctx, RankSetState& s, const CheckRequest& request) {
+  const Record mine{request.seq, request.digest, request.pending.size(), request.pending.back().hash};
+  std::vector<Record> records;
+  try {
+    records = exchange_records(check_communicator(ctx, s, request.ranks), mine);
+  } catch (const Error& e) {
+    s.restart.store(true, std::memory_order_release);
+    throw_error("consistency check", "ranks ", join(request.ranks), " could not compare their global ops (world rank ",
+                ctx.rank, " is at op #", request.seq, ", ", request.pending.back().description(), "): ", e.what());
+  }
+  if (std::all_of(records.begin(), records.end(), [&](const Record& r) { return r == mine; })) return;
+  s.restart.store(true, std::memory_order_release);
+  report_mismatch(*s.comm, request, records);
+}
+
+}  // namespace
+
 void check_ops(const std::vector<int64_t>& ranks) {
   Context& ctx = context("check_ops");
   ConsistencyTable& t = table(ctx);
   if (t.mode == CheckMode::kOff) return;
   RankSetState& s = state(ctx, t, ranks, "check_ops");
+  s.restart_if_asked();
   if (s.pending.empty() || ranks.size() == 1) return;
-  const Record mine{s.seq, s.digest, s.pending.size(), s.pending.back().hash};
-  std::vector<Record> records;
-  try {
-    records = exchange_records(check_communicator(ctx, s, ranks), mine);
-  } catch (const Error& e) {
-    std::string last = s.pending.back().description();
-    uint64_t seq = s.seq;
-    s.reset();
-    throw_error("consistency check", "ranks ", join(ranks), " could not compare their global ops (world rank ",
-                ctx.rank, " is at op #", seq, ", ", last, "): ", e.what());
-  }
-  if (std::all_of(records.begin(), records.end(), [&](const Record& r) { return r == mine; })) {
-    s.pending.clear();
-    return;
-  }
-  report_mismatch(*s.comm, ranks, s, records);
+  // The check is communication like any other: it goes to the stream in program order, with
+  // what this rank noted so far (the rank goes on noting while it waits there).
+  auto request = std::make_shared<const CheckRequest>(CheckRequest{ranks, s.seq, s.digest, std::move(s.pending)});
+  s.pending.clear();
+  issue_comm({"consistency check", {}, {}, [&ctx, &s, request] { compare(ctx, s, *request); },
+              static_cast<int64_t>(sizeof(Record)) * static_cast<int64_t>(ranks.size())});
 }
 
 }  // namespace spsd::detail

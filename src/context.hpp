@@ -10,6 +10,7 @@
 
 #include "spsd/comm/communicator.hpp"
 #include "spsd/runtime/device.hpp"
+#include "spsd/runtime/stream.hpp"
 
 namespace spsd::detail {
 
@@ -44,7 +45,17 @@ struct Context {
   // The CUDA device, bound at the first use of a cuda placement. Declared last so it goes first:
   // its communicators wrap or were bootstrapped by the host ones above.
   std::unique_ptr<DeviceRuntime> device;
+  // The eager runtime (runtime/scheduler.hpp). The stream is declared after everything its
+  // instructions use, so it is destroyed (its queue finished, its worker joined) first.
+  bool synchronous = false;    // SPSD_SYNC
+  bool async_allowed = true;   // false when the program initialized MPI below MPI_THREAD_SERIALIZED
+  int64_t inline_bytes = 0;  // SPSD_INLINE_BYTES
+  std::unique_ptr<CommStream> comm_stream;
 };
+
+// The environment's defaults for the two settings above (src/scheduler.cpp).
+bool synchronous_from_env();
+int64_t inline_bytes_from_env();
 
 // Binds this rank's device (cuda/device_runtime.cu; src/device_none.cpp in builds without
 // CUDA, where it throws saying so). op names the caller in the error.

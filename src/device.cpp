@@ -7,6 +7,7 @@
 #include "spsd/core/config.hpp"
 
 #include "context.hpp"
+#include "spsd/runtime/instruction.hpp"
 #include "spsd/runtime/runtime.hpp"
 
 namespace spsd {
@@ -19,6 +20,12 @@ DeviceRuntime& device_runtime(std::string_view op) {
   SPSD_CHECK(current != nullptr, op, "cuda tensors need an active spsd::Runtime (each rank binds its own device)");
   Context& ctx = *current;
   if (!ctx.device) ctx.device = make_device_runtime(ctx, op);
+  // The communication worker launches boxing kernels too: its thread needs the rank's device.
+  static thread_local bool worker_bound = false;
+  if (on_comm_worker() && !worker_bound) {
+    ctx.device->bind_calling_thread();
+    worker_bound = true;
+  }
   return *ctx.device;
 }
 

@@ -14,6 +14,7 @@
 #include "spsd/core/config.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/core/shape.hpp"
+#include "spsd/runtime/scheduler.hpp"
 #if SPSD_HAVE_MPI
 #include "mpi_backend.hpp"
 #endif
@@ -38,6 +39,8 @@ std::unique_ptr<Context> make_local_context(std::shared_ptr<LocalWorld> world, i
   ctx->world_size = world->size();
   ctx->local_rank = local_rank;
   ctx->timeout = default_timeout();
+  ctx->synchronous = synchronous_from_env();
+  ctx->inline_bytes = inline_bytes_from_env();
   ctx->backend = std::make_unique<LocalBackend>(std::move(world), &ctx->timeout);
   return ctx;
 }
@@ -92,6 +95,13 @@ void Runtime::init(int* argc, char*** argv) {
   impl_->context->world_size = backend->size();
   impl_->context->local_rank = detail::env_local_rank();
   impl_->context->timeout = detail::default_timeout();
+  // The communication stream calls MPI from its worker thread (never two threads at once):
+  // an MPI initialized by the program with less than MPI_THREAD_SERIALIZED keeps it inline.
+  int threading = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&threading);
+  impl_->context->async_allowed = threading >= MPI_THREAD_SERIALIZED;
+  impl_->context->synchronous = detail::synchronous_from_env() || !impl_->context->async_allowed;
+  impl_->context->inline_bytes = detail::inline_bytes_from_env();
   impl_->context->backend = std::move(backend);
 #else
   (void)argc, (void)argv;
@@ -101,6 +111,8 @@ void Runtime::init(int* argc, char*** argv) {
 }
 
 Runtime::~Runtime() {
+  // The queued communication finishes (or times out) before anything it uses goes away.
+  if (impl_->context) impl_->context->comm_stream.reset();
   detail::set_current_context(nullptr);
 #if SPSD_HAVE_MPI
   // A timed-out MPI wait leaves requests pending that no rank will complete: MPI_Finalize (and
@@ -120,11 +132,20 @@ int world_size() { return static_cast<int>(detail::context("world_size").world_s
 int local_rank() { return static_cast<int>(detail::context("local_rank").local_rank); }
 void synchronize() {
   detail::Context& ctx = detail::context("synchronize");
+  detail::before_host_communication();
   if (ctx.device) ctx.device->synchronize();
 }
 
-CommStats comm_stats() { return detail::context("comm_stats").stats; }
-void reset_comm_stats() { detail::context("reset_comm_stats").stats = CommStats{}; }
+CommStats comm_stats() {
+  detail::Context& ctx = detail::context("comm_stats");
+  detail::before_host_communication();  // counts what was issued, not what the worker reached yet
+  return ctx.stats;
+}
+void reset_comm_stats() {
+  detail::Context& ctx = detail::context("reset_comm_stats");
+  detail::before_host_communication();
+  ctx.stats = CommStats{};
+}
 
 void set_timeout(std::chrono::milliseconds t) {
   SPSD_CHECK(t.count() > 0, "set_timeout", "timeout must be positive, got ", t.count(), " ms");
@@ -140,6 +161,7 @@ void check_placement(std::string_view op, const Placement& placement) {
 
 Communicator& communicator(const std::vector<int64_t>& world_ranks) {
   detail::Context& ctx = detail::context("communicator");
+  detail::before_host_communication();  // creation is collective; the caller's use comes after the queue
   auto it = ctx.communicators.find(world_ranks);
   if (it != ctx.communicators.end()) return *it->second;
   // Checked here, not through Placement, so that the message names communicator() and the list given.
@@ -186,11 +208,13 @@ void simulate(int world_size, const std::function<void()>& body) {
   std::vector<std::thread> threads;
   for (int r = 0; r < world_size; ++r)
     threads.emplace_back([&, r] {
+      std::unique_ptr<detail::Context> ctx;
       try {
-        auto ctx = detail::make_local_context(world, r, r);
+        ctx = detail::make_local_context(world, r, r);
         detail::set_current_context(ctx.get());
         struct Reset { ~Reset() { detail::set_current_context(nullptr); } } reset;
         body();
+        detail::before_host_communication();  // an error of queued communication fails this rank too
       } catch (...) {
         std::string what = "an exception";
         try { throw; } catch (const std::exception& e) { what = e.what(); } catch (...) {}
@@ -200,6 +224,7 @@ void simulate(int world_size, const std::function<void()>& body) {
         }
         world->abort("simulated rank " + std::to_string(r) + " failed: " + what);
       }
+      ctx.reset();  // after the abort: this rank's queued collectives then end at once
     });
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);

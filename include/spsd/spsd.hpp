@@ -15,6 +15,7 @@
 #include "spsd/comm/stats.hpp"
 #include "spsd/comm/traffic.hpp"
 #include "spsd/runtime/runtime.hpp"
+#include "spsd/runtime/scheduler.hpp"
 #include "spsd/runtime/device.hpp"
 #include "spsd/runtime/consistency.hpp"
 #include "spsd/runtime/log.hpp"

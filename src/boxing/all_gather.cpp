@@ -20,11 +20,11 @@ StoragePtr run_all_gather(const AxisGroup& g, DType dtype, const StoragePtr& in)
     in_place = in_place && (counts[m] == 0 || contiguous_offset(g.old_box(m), whole) == displs[m]);
   Communicator& comm = communicator_for(g.ranks, g.device);
   if (in_place) {
-    comm.all_gather_v(in->data(), out->data(), counts, dtype);
+    comm.all_gather_v(std::as_const(*in).data(), out->data(), counts, dtype);
     return out;
   }
   auto gathered = staging(whole.numel(), dtype, g.device);
-  comm.all_gather_v(in->data(), gathered.get(), counts, dtype);
+  comm.all_gather_v(std::as_const(*in).data(), gathered.get(), counts, dtype);
   for (int64_t m = 0; m < g.size(); ++m)
     copy_region(gathered.get() + displs[m] * size_of(dtype), g.old_box(m), out->data(), whole, g.old_box(m),
                 size_of(dtype), g.device);

@@ -12,7 +12,7 @@ AxisTraffic all_reduce_traffic(const AxisGroup& g) {
 StoragePtr run_all_reduce(const AxisGroup& g, DType dtype, ReduceOp op, const StoragePtr& in) {
   const Box& box = g.old_box(g.me);
   StoragePtr out = allocate(box, dtype, g.device);
-  communicator_for(g.ranks, g.device).all_reduce(in->data(), out->data(), box.numel(), dtype, op);
+  communicator_for(g.ranks, g.device).all_reduce(std::as_const(*in).data(), out->data(), box.numel(), dtype, op);
   return out;
 }
 

@@ -40,7 +40,7 @@ StoragePtr run_all_to_all(const AxisGroup& g, DType dtype, const StoragePtr& in)
   auto send_buf = staging(traffic::total(sends), dtype, g.device), recv_buf = staging(traffic::total(recvs), dtype, g.device);
   for (int64_t m = 0; m < g.size(); ++m) {
     Box region = intersect(mine, g.new_box(m));
-    copy_region(in->data(), mine, send_buf.get() + send_displs[m] * elem, region, region, elem, g.device);
+    copy_region(std::as_const(*in).data(), mine, send_buf.get() + send_displs[m] * elem, region, region, elem, g.device);
   }
   // Every member sees the whole pattern, so all agree on the uniform call when it applies.
   if (uniform_everywhere(g))

@@ -104,12 +104,12 @@ StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const
   char *pack_at = packed.get(), *unpack_at = unpacked.get();
   for (const Transfer& t : transfers) {
     if (t.src == me && t.dst == me) {
-      copy_region(in->data(), old_box, out->data(), new_box, t.region, elem, device);
+      copy_region(std::as_const(*in).data(), old_box, out->data(), new_box, t.region, elem, device);
     } else if (t.src == me) {
       int64_t offset = contiguous_offset(t.region, old_box);
-      const char* data = static_cast<const char*>(in->data()) + offset * elem;
+      const char* data = static_cast<const char*>(std::as_const(*in).data()) + offset * elem;
       if (offset < 0) {
-        copy_region(in->data(), old_box, pack_at, t.region, t.region, elem, device);
+        copy_region(std::as_const(*in).data(), old_box, pack_at, t.region, t.region, elem, device);
         data = pack_at;
         pack_at += t.region.numel() * elem;
       }

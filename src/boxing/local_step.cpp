@@ -24,10 +24,10 @@ StoragePtr run_local_step(const AxisGroup& g, const Step& step, DType dtype, con
   StoragePtr out = allocate(new_box, dtype, g.device);
   if (to.is_partial()) {
     fill_identity(out->data(), new_box.numel(), dtype, to.reduce_op(), g.device);
-    if (from.is_split()) copy_region(in->data(), old_box, out->data(), new_box, old_box, size_of(dtype), g.device);
+    if (from.is_split()) copy_region(std::as_const(*in).data(), old_box, out->data(), new_box, old_box, size_of(dtype), g.device);
     return out;  // B -> P(sum) off coordinate 0: the identity alone
   }
-  copy_region(in->data(), old_box, out->data(), new_box, new_box, size_of(dtype), g.device);  // B -> S(i)
+  copy_region(std::as_const(*in).data(), old_box, out->data(), new_box, new_box, size_of(dtype), g.device);  // B -> S(i)
   return out;
 }
 

@@ -2,6 +2,7 @@
 // The boxing primitives. Each one predicts the traffic of its step on every rank (for the
 // planner) and runs the step on the calling rank (for to_global); one file per primitive.
 #include <memory>
+#include <utility>
 #include <vector>
 
 #include "spsd/boxing/plan.hpp"

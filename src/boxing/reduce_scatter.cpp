@@ -18,11 +18,11 @@ StoragePtr run_reduce_scatter(const AxisGroup& g, DType dtype, ReduceOp op, cons
     in_order = in_order && (counts[m] == 0 || contiguous_offset(g.new_box(m), whole) == displs[m]);
   // Pack the members' pieces one after the other unless they already are.
   Staging packed;
-  const void* send = in->data();
+  const void* send = std::as_const(*in).data();
   if (!in_order) {
     packed = staging(whole.numel(), dtype, g.device);
     for (int64_t m = 0; m < g.size(); ++m)
-      copy_region(in->data(), whole, packed.get() + displs[m] * size_of(dtype), g.new_box(m), g.new_box(m),
+      copy_region(std::as_const(*in).data(), whole, packed.get() + displs[m] * size_of(dtype), g.new_box(m), g.new_box(m),
                   size_of(dtype), g.device);
     send = packed.get();
   }

@@ -27,7 +27,7 @@ GlobalData moved(const GlobalData& in, DeviceType device) {
   if (in.local) {
     const int64_t bytes = in.local->bytes();
     out.local = Storage::allocate_uninitialized(bytes, device);
-    copy_bytes(out.local->data(), device, in.local->data(), in.local->device_type(), bytes);
+    copy_bytes(out.local->data(), device, std::as_const(*in.local).data(), in.local->device_type(), bytes);
   }
   return out;
 }
@@ -65,14 +65,35 @@ GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdS
   if (plan->communicates()) check_ops(ranks);
   if ((log_enabled("dispatch") || log_enabled("boxing")) && me == ranks.front())
     log_line("boxing", "to_global: " + plan->to_string());
-  StoragePtr local = run_plan(*plan, in_from ? in.local : nullptr);
+  StoragePtr local = run_plan(plan, in_from ? in.local : nullptr);
   if (in_to) out.local = std::move(local);
   return out;
 }
 
-StoragePtr run_plan(const Plan& plan, StoragePtr local) {
+namespace {
+StoragePtr run_steps(const Plan& plan, StoragePtr local) {
   for (const Step& step : plan.steps) local = run_step(plan.shape, plan.dtype, step, local);
   return local;
+}
+}  // namespace
+
+StoragePtr run_plan(std::shared_ptr<const Plan> plan, StoragePtr local, Urgency urgency) {
+  if (!plan->communicates()) return run_steps(*plan, std::move(local));  // local copies: compute
+  const int64_t me = rank();
+  StoragePtr out;
+  if (plan->to.placement.contains(me)) {
+    const Box box = box_at(plan->shape, plan->to.placement.mesh(), plan->to.nd_sbp, plan->to.placement.coords(me));
+    out = Storage::allocate_pending(box.numel() * size_of(plan->dtype), plan->to.placement.device_type());
+  }
+  Instruction ins{"boxing", {}, {}, nullptr, std::max(plan->bytes_sent(me), plan->bytes_received(me))};
+  if (local) ins.reads.push_back(local);
+  if (out) ins.writes.push_back(out);
+  ins.run = [plan, local = std::move(local), out] {
+    StoragePtr result = run_steps(*plan, local);
+    if (out) out->adopt(std::move(result));
+  };
+  issue_comm(std::move(ins), urgency);
+  return out;
 }
 
 }  // namespace spsd::detail

@@ -38,7 +38,7 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::shared_ptr<Storage>& local = *inputs[i].local;
     SPSD_CHECK(local != nullptr, op.name, "input ", i, " holds no data on rank ", me, ", which is in ", placement);
-    p.locals.push_back(r.plans[i] ? run_plan(*r.plans[i], local) : local);
+    p.locals.push_back(r.plans[i] ? run_plan(r.plans[i], local, Urgency::kNow) : local);
   }
   return p;
 }

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "spsd/boxing/plan.hpp"
+#include "spsd/runtime/scheduler.hpp"
 #include "spsd/tensor/storage.hpp"
 
 namespace spsd {
@@ -23,7 +24,11 @@ std::string explain_boxing(const Shape& shape, DType dtype, const Placement& fro
 namespace detail {
 // Runs plan on this rank: local is its piece in plan.from (null when the rank is not in
 // plan.from's placement); returns its piece in plan.to (null when not in plan.to's placement).
-std::shared_ptr<Storage> run_plan(const Plan& plan, std::shared_ptr<Storage> local);
+// A plan that communicates is one instruction on the communication stream (reads local,
+// writes the result; runtime/scheduler.hpp), so the result may still be pending: reading it
+// waits. urgency says whether the caller reads it at once.
+std::shared_ptr<Storage> run_plan(std::shared_ptr<const Plan> plan, std::shared_ptr<Storage> local,
+                                  Urgency urgency = Urgency::kLater);
 }  // namespace detail
 
 }  // namespace spsd

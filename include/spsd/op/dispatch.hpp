@@ -17,6 +17,7 @@
 #include <concepts>
 #include <span>
 #include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "spsd/kernel/any_device.hpp"
@@ -186,7 +187,8 @@ GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = 
   for (size_t i = 0; i < inputs.size(); ++i) {
     Box box = box_at(r.inputs[i].shape, mesh, sig.inputs[i], p.coords);
     Shape shape = box.shape();
-    locals.push_back({p.locals[i]->data(), std::move(shape), std::move(box), &r.inputs[i]});
+    // Read access: waits for a pending boxing of this input, not for others reading it.
+    locals.push_back({std::as_const(*p.locals[i]).data(), std::move(shape), std::move(box), &r.inputs[i]});
   }
   Box out_box = box_at(r.output.shape, mesh, sig.output, p.coords);
   Shape out_shape = out_box.shape();

@@ -40,6 +40,8 @@ class DeviceRuntime {
   virtual void zero_bytes(void* dst, int64_t bytes) = 0;
   // Waits on the host for everything enqueued on this rank's streams.
   virtual void synchronize() = 0;
+  // Makes this rank's device current on the calling thread (the communication worker's).
+  virtual void bind_calling_thread() = 0;
   // The communicator that moves device buffers among these world ranks (NCCL when every rank
   // has its own GPU, else host-staged over the host backend); cached per rank set.
   virtual Communicator& communicator(const std::vector<int64_t>& world_ranks) = 0;

@@ -29,8 +29,9 @@ class Runtime {
 int rank();
 int world_size();
 int local_rank();  // OMPI_COMM_WORLD_LOCAL_RANK, else LOCAL_RANK, else 0; the thread index under simulate
-// Waits for all pending work of this rank: kernels still running on its CUDA streams (on the
-// CPU every call completes before it returns).
+// Waits for all pending work of this rank: the communication still queued on its
+// communication stream (docs/runtime.md) and kernels still running on its CUDA streams.
+// Throws the error of a queued communication that nobody has seen yet.
 void synchronize();
 
 // Runs body on world_size threads, each a rank with its own runtime and the in-process

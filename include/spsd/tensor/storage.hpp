@@ -1,7 +1,9 @@
 #pragma once
 // Storage: a reference-counted byte buffer in one memory space. Layout lives in Tensor;
 // memory space lives here: host memory is aligned_alloc'd, device memory comes from the rank's
-// caching allocator (runtime/device.hpp).
+// caching allocator (runtime/device.hpp). A storage is an operand of the eager runtime
+// (runtime/instruction.hpp): data() waits for the communication still writing it (and, for
+// writing, reading it), so every access sees the values program order says it should.
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
@@ -12,10 +14,11 @@
 #include "spsd/core/error.hpp"
 #include "spsd/layout/placement.hpp"
 #include "spsd/runtime/device.hpp"
+#include "spsd/runtime/instruction.hpp"
 
 namespace spsd {
 
-class Storage {
+class Storage final : public detail::TrackedBuffer {
  public:
   // Zero-filled bytes in the given memory space.
   static std::shared_ptr<Storage> allocate(int64_t bytes, DeviceType device) {
@@ -32,20 +35,44 @@ class Storage {
     return std::shared_ptr<Storage>(new Storage(bytes, device));
   }
 
+  // A storage whose bytes an instruction on the communication stream produces later (the
+  // result of a boxing): it has no memory until that instruction adopts its result.
+  static std::shared_ptr<Storage> allocate_pending(int64_t bytes, DeviceType device) {
+    return std::shared_ptr<Storage>(new Storage(bytes, device, Pending{}));
+  }
+  // Makes this pending storage hold result's bytes (kept alive with it).
+  void adopt(std::shared_ptr<Storage> result) {
+    SPSD_CHECK(!data_ && result && result->bytes_ >= bytes_ && result->device_ == device_, "Storage::adopt",
+               "a pending storage of ", bytes_, " bytes cannot take ", result ? result->bytes_ : 0, " bytes");
+    data_ = result->data_;
+    backing_ = std::move(result);
+  }
+
   ~Storage() {
+    if (backing_) return;  // adopted: the backing storage frees the bytes
     if (device_ == DeviceType::kCPU) std::free(data_);
     else if (owner_) owner_->free(data_);
   }
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() { return data_; }
-  const void* data() const { return data_; }
+  // For writing: waits for the pending communication that reads or writes these bytes.
+  void* data() {
+    settle_for_write();
+    return data_;
+  }
+  // For reading: waits for the pending communication that writes these bytes.
+  const void* data() const {
+    settle_for_read();
+    return data_;
+  }
   int64_t bytes() const { return bytes_; }
   DeviceType device_type() const { return device_; }
 
  private:
   static constexpr size_t kAlignment = 64;  // a cache line; also what AVX-512 loads like
+  struct Pending {};
+  Storage(int64_t bytes, DeviceType device, Pending) : bytes_(bytes), device_(device) {}
   Storage(int64_t bytes, DeviceType device) : bytes_(bytes), device_(device) {
     if (device == DeviceType::kCPU) {
       size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
@@ -61,6 +88,7 @@ class Storage {
   int64_t bytes_;
   DeviceType device_;
   std::shared_ptr<DeviceAllocator> owner_;  // device memory only: where the block goes back
+  std::shared_ptr<Storage> backing_;        // a pending storage's adopted result
 };
 
 }  // namespace spsd

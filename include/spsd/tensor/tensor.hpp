@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <memory>
 #include <ostream>
+#include <utility>
 #include <vector>
 
 #include "spsd/core/dtype.hpp"
@@ -41,7 +42,8 @@ class Tensor {
   DeviceType device_type() const { return storage_ ? storage_->device_type() : DeviceType::kCPU; }
   int64_t numel() const { return storage_ ? shape_.numel() : 0; }
   T* data() { return storage_ ? static_cast<T*>(storage_->data()) : nullptr; }
-  const T* data() const { return storage_ ? static_cast<const T*>(storage_->data()) : nullptr; }
+  // Read access (waits only for a pending write; see Storage::data).
+  const T* data() const { return storage_ ? static_cast<const T*>(std::as_const(*storage_).data()) : nullptr; }
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   // A host copy; for device memory it waits for the kernels that write it.
   std::vector<T> to_vector() const {

@@ -1,0 +1,138 @@
+// The communication stream's worker thread (runtime/stream.hpp).
+#include "spsd/runtime/stream.hpp"
+
+#include <chrono>
+#include <cstdio>
+
+namespace spsd::detail {
+
+namespace {
+int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+std::string what_of(const std::exception_ptr& e) {
+  try {
+    std::rethrow_exception(e);
+  } catch (const std::exception& x) {
+    return x.what();
+  } catch (...) {
+    return "an exception that is not a std::exception";
+  }
+}
+}  // namespace
+
+void StreamProgress::wait_for(uint64_t seq) {
+  const int64_t start = now_ns();
+  std::unique_lock lock(mutex);
+  advanced.wait(lock, [&] { return completed.load(std::memory_order_acquire) >= seq; });
+  wait_ns.fetch_add(now_ns() - start, std::memory_order_relaxed);
+}
+
+CommStream::CommStream(std::function<void()> thread_setup) : thread_setup_(std::move(thread_setup)) {}
+
+CommStream::~CommStream() {
+  if (!worker_.joinable()) return;
+  {
+    std::lock_guard lock(mutex_);
+    stop_ = true;
+  }
+  wake_.notify_one();
+  worker_.join();  // the worker empties the queue first
+  if (failure_)
+    std::fprintf(stderr, "spsd: communication failed and nothing waited for it before the runtime ended: %s\n",
+                 what_of(failure_).c_str());
+}
+
+void CommStream::throw_pending_failure() {
+  if (!failed_.load(std::memory_order_acquire)) return;
+  drain();
+}
+
+void CommStream::enqueue(Instruction ins) {
+  throw_pending_failure();
+  if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
+  const CommEvent done{progress_, ++issued_};
+  for (const auto& b : ins.reads) b->note_read(done);
+  for (const auto& b : ins.writes) b->note_write(done);
+  {
+    std::lock_guard lock(mutex_);
+    queue_.emplace_back(done.seq, std::move(ins));
+  }
+  queued_.fetch_add(1, std::memory_order_relaxed);
+  wake_.notify_one();
+}
+
+void CommStream::run_inline(Instruction& ins) {
+  throw_pending_failure();
+  inline_run_.fetch_add(1, std::memory_order_relaxed);
+  const int64_t start = now_ns();
+  struct Timed {  // also when it throws
+    std::atomic<int64_t>& total;
+    int64_t start;
+    ~Timed() { total.fetch_add(now_ns() - start, std::memory_order_relaxed); }
+  } timed{inline_ns_, start};
+  ins.run();
+}
+
+void CommStream::drain() {
+  if (!idle()) CommEvent{progress_, issued_}.wait();
+  if (!failed_.load(std::memory_order_acquire)) return;
+  std::exception_ptr e;
+  {
+    std::lock_guard lock(mutex_);
+    e = std::exchange(failure_, nullptr);
+    failed_.store(false, std::memory_order_release);
+  }
+  if (e) std::rethrow_exception(e);
+}
+
+void CommStream::work() {
+  tls_on_comm_worker = true;
+  thread_setup_();
+  for (;;) {
+    std::pair<uint64_t, Instruction> next;
+    {
+      std::unique_lock lock(mutex_);
+      wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) return;
+      next = std::move(queue_.front());
+      queue_.pop_front();
+    }
+    auto& [seq, ins] = next;
+    if (failed_.load(std::memory_order_acquire)) {
+      for (const auto& b : ins.writes) b->mark_failed(failure_text_);
+    } else {
+      const int64_t start = now_ns();
+      try {
+        ins.run();
+      } catch (...) {
+        failure_text_ = std::make_shared<const std::string>(what_of(std::current_exception()));
+        for (const auto& b : ins.writes) b->mark_failed(failure_text_);
+        std::lock_guard lock(mutex_);
+        failure_ = std::current_exception();
+        failed_.store(true, std::memory_order_release);
+      }
+      busy_ns_.fetch_add(now_ns() - start, std::memory_order_relaxed);
+    }
+    ins = {};  // operands are released once the stream has passed them
+    progress_->completed.store(seq, std::memory_order_release);
+    { std::lock_guard lock(progress_->mutex); }
+    progress_->advanced.notify_all();
+  }
+}
+
+CommStreamStats CommStream::stats() const {
+  return {queued_.load(), inline_run_.load(), busy_ns_.load() * 1e-9, inline_ns_.load() * 1e-9,
+          progress_->wait_ns.load() * 1e-9};
+}
+
+void CommStream::reset_stats() {
+  queued_ = 0;
+  inline_run_ = 0;
+  busy_ns_ = 0;
+  inline_ns_ = 0;
+  progress_->wait_ns = 0;
+}
+
+}  // namespace spsd::detail
