@@ -10,6 +10,7 @@
 // stride-th of the product starting at a phase derived from the case name.
 #include <catch2/catch.hpp>
 #include <cmath>
+#include <cstring>
 #include <functional>
 
 #include "boxing_suite.hpp"
@@ -225,23 +226,187 @@ TEST_CASE("every op's gradient matches finite differences and is the same on 2, 
   WARN(runs << " layout combinations");
 }
 
-TEST_CASE("a B weight used by S(0) activations gets a P(sum) gradient; SGD's step all-reduces it", "[autograd]") {
+TEST_CASE("a B weight used by S(0) activations: its P(sum) gradient is all-reduced once, in backward or in step",
+          "[autograd]") {
   Failures failures = spsd_test::on_simulated_ranks(4, [](Failures& f) {
     const Placement p("cpu", {0, 1, 2, 3});
     auto x = randn<float>({8, 3}, p, sbp::split(0), 1);
-    auto w = randn<float>({3, 2}, p, sbp::broadcast, 2).requires_grad_();
-    reset_comm_stats();
-    backward(sum(matmul(x, w)));
-    if (comm_stats().collectives != 0) f.add("forward and backward communicated: " + comm_stats().to_string());
-    if (!(w.grad().nd_sbp() == NdSbp(sbp::partial_sum))) f.add("grad layout " + w.grad().nd_sbp().to_string());
-    SGD<float> sgd({w}, {.lr = 0.1});
-    reset_comm_stats();
-    sgd.step();
-    const CommStats s = comm_stats();
-    if (s.calls[static_cast<int>(CollectiveKind::kAllReduce)] != 1 || s.collectives != 1)
-      f.add("step: expected one all-reduce, got " + s.to_string());
-    if (!(w.nd_sbp() == NdSbp(sbp::broadcast))) f.add("w layout after step " + w.nd_sbp().to_string());
+    int64_t sent_per_step[2] = {0, 0};
+    for (const bool early : {false, true}) {
+      const std::string mode = early ? "reduce_gradients_early: " : "reduced by step: ";
+      auto w = randn<float>({3, 2}, p, sbp::broadcast, 2).requires_grad_();
+      reset_comm_stats();
+      backward(sum(matmul(x, w)), {.reduce_gradients_early = early});
+      const CommStats in_backward = comm_stats();
+      const NdSbp want = early ? NdSbp(sbp::broadcast) : NdSbp(sbp::partial_sum);
+      if (!(w.grad().nd_sbp() == want)) f.add(mode + "grad layout " + w.grad().nd_sbp().to_string());
+      SGD<float> sgd({w}, {.lr = 0.1});
+      reset_comm_stats();
+      sgd.step();
+      const CommStats in_step = comm_stats();
+      // The forward and the backward ops communicate nothing; the gradient's one all-reduce moves.
+      const CommStats& reducing = early ? in_backward : in_step;
+      const CommStats& silent = early ? in_step : in_backward;
+      if (reducing.calls_of(CollectiveKind::kAllReduce) != 1 || reducing.collectives != 1)
+        f.add(mode + "expected one all-reduce, got " + reducing.to_string());
+      if (silent.collectives != 0) f.add(mode + "expected no communication, got " + silent.to_string());
+      if (!(w.nd_sbp() == NdSbp(sbp::broadcast))) f.add(mode + "w layout after step " + w.nd_sbp().to_string());
+      sent_per_step[early] = in_backward.bytes_sent + in_step.bytes_sent;
+    }
+    if (sent_per_step[0] != sent_per_step[1])
+      f.add("bytes per step: " + std::to_string(sent_per_step[0]) + " reduced by step, " +
+            std::to_string(sent_per_step[1]) + " reduced early");
   });
+  INFO(failures.report());
+  CHECK(failures.empty());
+}
+
+namespace {
+
+// A 3-layer MLP: parameters in layer order w1, b1, w2, w3. Data-parallel on a 1-d mesh (all B);
+// on a 2x2 mesh, mesh axis 1 is tensor-parallel (w1 S(1), b1 and w2 S(0)), so gradients of S
+// parameters are reduce-scattered and backward communicates by itself.
+std::vector<GlobalTensor<float>> mlp_params(const Placement& p) {
+  const bool two_d = p.mesh().ndim() == 2;
+  auto layout = [&](Sbp tensor_parallel) {
+    return two_d ? NdSbp{sbp::broadcast, tensor_parallel} : NdSbp{sbp::broadcast};
+  };
+  std::vector<GlobalTensor<float>> w = {randn<float>({6, 5}, p, layout(sbp::split(1)), 1),
+                                        randn<float>({5}, p, layout(sbp::split(0)), 2),
+                                        randn<float>({5, 4}, p, layout(sbp::split(0)), 3),
+                                        randn<float>({4, 3}, p, layout(sbp::broadcast), 4)};
+  for (GlobalTensor<float>& t : w) t.requires_grad_();
+  return w;
+}
+
+struct MlpForward {
+  GlobalTensor<float> loss, h1, h2;  // h1, h2: the relu outputs of layers 1 and 2
+};
+
+MlpForward mlp_forward(const std::vector<GlobalTensor<float>>& w) {
+  const Placement& p = w[0].placement();
+  const NdSbp data = p.mesh().ndim() == 2 ? NdSbp{sbp::split(0), sbp::broadcast} : NdSbp{sbp::split(0)};
+  auto x = randn<float>({8, 6}, p, data, 5);
+  auto labels = from_host(Tensor<int64_t>::from_vector(Shape{8}, {0, 1, 2, 0, 1, 2, 0, 1}), p, data);
+  auto h1 = relu(matmul(x, w[0]) + w[1]);
+  auto h2 = relu(matmul(h1, w[2]));
+  return {cross_entropy(matmul(h2, w[3]), labels), h1, h2};
+}
+
+// The bytes this rank had sent when each observed node's backward began (per simulated rank).
+thread_local std::vector<int64_t> sent_at_observed;
+thread_local detail::BackwardFn observed_rule = nullptr;
+
+void observed_backward(const detail::GradNode& node, const detail::GlobalData& g, detail::GradList& grad_in) {
+  sent_at_observed.push_back(comm_stats().bytes_sent);
+  observed_rule(node, g, grad_in);
+}
+
+// Makes the relu node that produced t note comm_stats() when its backward runs.
+void observe_relu(const GlobalTensor<float>& t) {
+  detail::GradNode& node = *t.autograd_meta()->grad_fn;
+  observed_rule = node.backward;
+  node.backward = &observed_backward;
+}
+
+struct BackwardRun {
+  std::vector<GlobalTensor<float>> params;
+  std::vector<int64_t> sent_at_relu;  // at layer 2's relu, then layer 1's
+  int64_t sent = 0;                   // by the whole backward
+};
+
+BackwardRun mlp_backward(const Placement& p, bool early) {
+  BackwardRun run{mlp_params(p)};
+  const MlpForward m = mlp_forward(run.params);
+  observe_relu(m.h2);
+  observe_relu(m.h1);
+  sent_at_observed.clear();
+  reset_comm_stats();
+  backward(m.loss, {.reduce_gradients_early = early});
+  run.sent_at_relu = sent_at_observed;
+  run.sent = comm_stats().bytes_sent;
+  return run;
+}
+
+bool same_bits(const std::vector<float>& a, const std::vector<float>& b) {
+  return a.size() == b.size() && std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+}  // namespace
+
+TEST_CASE("reduce_gradients_early: each leaf gradient is boxed into its layout as soon as it is final, "
+          "last layer first, with the bits of boxing it after backward", "[autograd]") {
+  Failures failures;
+  for (const Shape& mesh : {Shape{2}, Shape{4}, Shape{2, 2}}) {
+    failures.merge(spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()), [&](Failures& f) {
+      const Placement p = mesh_placement(mesh);
+      const std::string on = " on mesh " + mesh.to_string();
+      const BackwardRun early = mlp_backward(p, true), late = mlp_backward(p, false);
+      std::vector<int64_t> boxing_sent;  // per parameter: bytes of boxing its late gradient afterwards
+      for (size_t i = 0; i < late.params.size(); ++i) {
+        const GlobalTensor<float>& param = late.params[i];
+        reset_comm_stats();
+        const GlobalTensor<float> boxed = param.grad().to_global(param.placement(), param.nd_sbp());
+        boxing_sent.push_back(comm_stats().bytes_sent);
+        const GlobalTensor<float> g = early.params[i].grad();
+        const std::string what = "parameter " + std::to_string(i) + on;
+        if (!(g.nd_sbp() == param.nd_sbp()) || !(g.placement() == param.placement()))
+          f.add(what + ": gradient layout " + g.describe() + ", parameter " + param.describe());
+        else if (!same_bits(g.to_local().to_vector(), boxed.to_local().to_vector()))
+          f.add(what + ": the early gradient differs from the late one boxed after backward");
+      }
+      // Layer order w1, b1, w2, w3: when layer 2's relu runs backward only w3 is final (and
+      // reduced); at layer 1's relu, w2 too. The rest of backward sends the same in both modes.
+      const int64_t w3 = boxing_sent[3], w2 = boxing_sent[2];
+      const int64_t all = boxing_sent[0] + boxing_sent[1] + w2 + w3;
+      if (early.sent_at_relu.size() != 2 || late.sent_at_relu.size() != 2)
+        return f.add("observed " + std::to_string(early.sent_at_relu.size()) + " relu backwards" + on + ", expected 2");
+      if (mesh.ndim() == 1 && (w3 == 0 || w2 == 0)) f.add("data-parallel gradients boxed without communication" + on);
+      const int64_t at2 = early.sent_at_relu[0] - late.sent_at_relu[0];
+      const int64_t at1 = early.sent_at_relu[1] - late.sent_at_relu[1];
+      if (at2 != w3 || at1 != w3 + w2)
+        f.add("reduced before layer 2's relu " + std::to_string(at2) + " B, before layer 1's " + std::to_string(at1) +
+              " B; expected w3's " + std::to_string(w3) + " B, then with w2's " + std::to_string(w3 + w2) + " B" + on);
+      if (early.sent - late.sent != all)
+        f.add("early backward sent " + std::to_string(early.sent - late.sent) + " B more than the late one, expected " +
+              std::to_string(all) + " B" + on);
+    }));
+  }
+  INFO(failures.report());
+  CHECK(failures.empty());
+}
+
+TEST_CASE("reduce_gradients_early: gradients accumulated over backward calls match the late ones", "[autograd]") {
+  Failures failures;
+  for (const Shape& mesh : {Shape{2}, Shape{2, 2}}) {
+    failures.merge(spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()), [&](Failures& f) {
+      const Placement p = mesh_placement(mesh);
+      // Two calls without zero_grad: late then late (the reference), early then early, late then early.
+      const bool modes[3][2] = {{false, false}, {true, true}, {false, true}};
+      std::vector<std::vector<float>> reference;
+      for (int k = 0; k < 3; ++k) {
+        const std::vector<GlobalTensor<float>> w = mlp_params(p);
+        for (const bool early : modes[k]) backward(mlp_forward(w).loss, {.reduce_gradients_early = early});
+        for (size_t i = 0; i < w.size(); ++i) {
+          const std::string what =
+              "case " + std::to_string(k) + " parameter " + std::to_string(i) + " on mesh " + mesh.to_string();
+          if (k > 0 && !(w[i].grad().nd_sbp() == w[i].nd_sbp()))
+            f.add(what + ": gradient " + w[i].grad().describe() + ", parameter " + w[i].describe());
+          const std::vector<float> g = w[i].grad().full().to_vector();
+          if (k == 0) {
+            reference.push_back(g);
+            continue;
+          }
+          for (size_t j = 0; j < g.size(); ++j)
+            if (!(std::abs(g[j] - reference[i][j]) <= 1e-6 + 1e-5 * std::abs(reference[i][j]))) {
+              f.add(what + " element " + std::to_string(j) + ": " + std::to_string(g[j]) + ", expected " +
+                    std::to_string(reference[i][j]));
+              break;
+            }
+        }
+      }
+    }));
+  }
   INFO(failures.report());
   CHECK(failures.empty());
 }

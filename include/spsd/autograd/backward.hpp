@@ -7,13 +7,29 @@
 // reaching one tensor twice are added (with add: the two may have different layouts, the
 // resolver boxes one). Leaves accumulate into grad() across calls until zero_grad().
 // Backward runs with grad mode off: gradients are not differentiable (no double backward).
+//
+// BackwardOptions::reduce_gradients_early (on by default): once no node left to run takes a
+// leaf as input, the leaf's gradient of this call is final and is boxed right away into the
+// leaf's own placement and nd_sbp (data parallelism: the all-reduce of a P(sum) gradient),
+// so its communication is issued while the earlier layers' backward still computes, as
+// PyTorch DDP's buckets do. Leaves are boxed in run order, the same on every rank. Off: leaves
+// keep the layout the backward ops produced, and the optimizer's step() boxes them.
 #include <algorithm>
+#include <unordered_map>
 #include <unordered_set>
+#include <utility>
+#include <vector>
 
 #include "spsd/autograd/node.hpp"
 #include "spsd/autograd/rules.hpp"
 
 namespace spsd {
+
+struct BackwardOptions {
+  // Box each leaf's gradient into the leaf's own layout as soon as this call has all of it, so
+  // the reduction overlaps the rest of backward (see above). false: the layout backward gave.
+  bool reduce_gradients_early = true;
+};
 
 namespace detail {
 
@@ -45,23 +61,71 @@ inline std::vector<GradNode*> nodes_before(GradNode* root) {
   return order;
 }
 
-inline void run_backward(AutogradMeta& root, const GlobalData& seed) {
+// Whether leaf is reduced early: parameters (split or broadcast) only. A gradient boxed into a
+// partial layout would only move bytes without reducing anything, so partial leaves keep theirs.
+inline bool reduces_early(const BackwardOptions& options, const GlobalData& leaf) {
+  return options.reduce_gradients_early && !leaf.nd_sbp.has_partial();
+}
+
+inline GradList run_node(GradNode& node) {
+  SPSD_CHECK(node.backward != nullptr, "backward", "no gradient is defined for op ", node.op,
+             " (output ", describe(node.output), "); compute it under NoGradGuard or on detach()ed inputs");
+  GradList grad_in(node.inputs.size());
+  const GlobalData grad_out = std::move(*node.grad_out);
+  node.grad_out.reset();
+  node.backward(node, grad_out, grad_in);
+  return grad_in;
+}
+
+// root_data: the root tensor (its layout, for a root that is itself a leaf).
+inline void run_backward(AutogradMeta& root, const GlobalData& root_data, const GlobalData& seed,
+                         const BackwardOptions& options) {
   NoGradGuard no_grad;
-  if (!root.grad_fn) return accumulate(root.grad, seed);
-  root.grad_fn->grad_out = seed;
-  for (GradNode* node : nodes_before(root.grad_fn.get())) {
-    if (!node->grad_out) continue;  // no gradient flowed here (e.g. only into integer inputs)
-    SPSD_CHECK(node->backward != nullptr, "backward", "no gradient is defined for op ", node->op,
-               " (output ", describe(node->output), "); compute it under NoGradGuard or on detach()ed inputs");
-    GradList grad_in(node->inputs.size());
-    const GlobalData grad_out = std::move(*node->grad_out);
-    node->grad_out.reset();
-    node->backward(*node, grad_out, grad_in);
-    for (size_t i = 0; i < grad_in.size(); ++i) {
-      const auto& meta = node->input_meta[i];
-      if (!meta || !grad_in[i]) continue;
-      accumulate(meta->grad_fn ? meta->grad_fn->grad_out : meta->grad, *grad_in[i]);
+  // Leaves reduced early: this call's gradient, boxed into the leaf's layout, in issue order.
+  // They join grad() at the end, so no add waits on a reduction still in flight.
+  std::vector<std::pair<AutogradMeta*, GlobalData>> reduced;
+  if (!root.grad_fn) {
+    if (!reduces_early(options, root_data)) accumulate(root.grad, seed);
+    else reduced.emplace_back(&root, to_layout(seed, root_data.placement, root_data.nd_sbp));
+  } else {
+    const std::vector<GradNode*> order = nodes_before(root.grad_fn.get());
+    auto early_leaf = [&](const GradNode& node, size_t i) {
+      const auto& meta = node.input_meta[i];
+      return meta && !meta->grad_fn && reduces_early(options, node.inputs[i]);
+    };
+    // A leaf's gradient is final once the last node in run order that takes it has run.
+    std::unordered_map<AutogradMeta*, size_t> last_use;
+    for (size_t k = 0; k < order.size(); ++k)
+      for (size_t i = 0; i < order[k]->inputs.size(); ++i)
+        if (early_leaf(*order[k], i)) last_use[order[k]->input_meta[i].get()] = k;
+    std::unordered_map<AutogradMeta*, std::optional<GlobalData>> unfinished;  // this call's, early leaves
+    root.grad_fn->grad_out = seed;
+    for (size_t k = 0; k < order.size(); ++k) {
+      GradNode& node = *order[k];
+      // No gradient flowed here (e.g. only into integer inputs): nothing to run, but leaves may be final.
+      const GradList grad_in = node.grad_out ? run_node(node) : GradList(node.inputs.size());
+      for (size_t i = 0; i < grad_in.size(); ++i) {
+        const auto& meta = node.input_meta[i];
+        if (!meta || !grad_in[i]) continue;
+        std::optional<GlobalData>& slot = meta->grad_fn     ? meta->grad_fn->grad_out
+                                          : early_leaf(node, i) ? unfinished[meta.get()]
+                                                                : meta->grad;
+        accumulate(slot, *grad_in[i]);
+      }
+      // After all inputs: a leaf taken twice by this node (w * w) is reduced once, with both terms.
+      for (size_t i = 0; i < node.inputs.size(); ++i) {
+        if (!early_leaf(node, i) || last_use.at(node.input_meta[i].get()) != k) continue;
+        const GlobalData& leaf = node.inputs[i];
+        auto g = unfinished.extract(node.input_meta[i].get());
+        if (!g.empty() && g.mapped())
+          reduced.emplace_back(g.key(), to_layout(*g.mapped(), leaf.placement, leaf.nd_sbp));
+      }
     }
+  }
+  for (auto& [leaf, g] : reduced) {
+    accumulate(leaf->grad, g);
+    // Added to a gradient of an earlier call in another layout, the sum may not be in the leaf's layout.
+    leaf->grad = to_layout(*leaf->grad, g.placement, g.nd_sbp);
   }
 }
 
@@ -71,23 +135,24 @@ inline void run_backward(AutogradMeta& root, const GlobalData& seed) {
 // loss must hold one element (shape () or (1, ..., 1)). Collective: every rank of the program
 // calls it, as it ran the forward ops.
 template <std::floating_point T>
-void backward(const GlobalTensor<T>& loss) {
+void backward(const GlobalTensor<T>& loss, const BackwardOptions& options = {}) {
   SPSD_CHECK(loss.shape().numel() == 1, "backward", "the loss must be a scalar (one element); it is ",
              loss.describe(), " (pass the output gradient for a non-scalar: backward(y, dy))");
   SPSD_CHECK(loss.requires_grad(), "backward", "the loss ", loss.describe(),
              " does not require grad: no input that requires grad reaches it, or it was computed under NoGradGuard");
   NdSbp all_b(std::vector<Sbp>(loss.placement().mesh().ndim(), sbp::broadcast));
-  detail::run_backward(*loss.autograd_meta(), ones<T>(loss.shape(), loss.placement(), all_b).data());
+  const GlobalTensor<T> seed = ones<T>(loss.shape(), loss.placement(), all_b);
+  detail::run_backward(*loss.autograd_meta(), loss.data(), seed.data(), options);
 }
 
 // Vector-Jacobian product: backward from y with d loss / d y = dy (same shape and placement).
 template <std::floating_point T>
-void backward(const GlobalTensor<T>& y, const GlobalTensor<T>& dy) {
+void backward(const GlobalTensor<T>& y, const GlobalTensor<T>& dy, const BackwardOptions& options = {}) {
   SPSD_CHECK(y.shape() == dy.shape() && y.placement() == dy.placement(), "backward",
              "the output gradient must have the output's shape and placement: output ", y.describe(), ", gradient ",
              dy.describe());
   SPSD_CHECK(y.requires_grad(), "backward", "the output ", y.describe(), " does not require grad");
-  detail::run_backward(*y.autograd_meta(), dy.data());
+  detail::run_backward(*y.autograd_meta(), y.data(), dy.data(), options);
 }
 
 }  // namespace spsd

@@ -4,10 +4,12 @@
 // step() first boxes each gradient into its parameter's layout (a P(sum) gradient of a B
 // parameter becomes B: the all-reduce of data parallelism; of an S parameter: a
 // reduce-scatter), then updates with element-wise global ops whose inputs all have that layout,
-// so the update itself communicates nothing. Optimizer state (momentum, Adam's moments) is
-// created in the parameter's layout: each rank keeps the state of the piece it holds (a split
-// parameter has split state, as ZeRO would shard it). Parameters are written in place
-// (GlobalTensor::copy_), so every copy of a parameter, e.g. the one in the model, sees the step.
+// so the update itself communicates nothing. By default backward has done that boxing already,
+// overlapped with its compute (BackwardOptions::reduce_gradients_early), and here it is free.
+// Optimizer state (momentum, Adam's moments) is created in the parameter's layout: each rank
+// keeps the state of the piece it holds (a split parameter has split state, as ZeRO would
+// shard it). Parameters are written in place (GlobalTensor::copy_), so every copy of a
+// parameter, e.g. the one in the model, sees the step.
 // step() and zero_grad() are collective like any op: every rank calls them.
 #include <cmath>
 #include <optional>

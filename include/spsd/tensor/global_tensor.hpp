@@ -113,8 +113,10 @@ class GlobalTensor {
     return *this;
   }
   bool has_grad() const { return autograd_ && autograd_->grad.has_value(); }
-  // The gradient accumulated by backward, in the layout the backward ops produced (a B parameter
-  // used by S(0) activations gets a P(sum) gradient; the optimizer boxes it).
+  // The gradient accumulated by backward: in this tensor's own layout by default (backward boxes
+  // it there as soon as it is final, so a B parameter used by S(0) activations gets its P(sum)
+  // gradient all-reduced during backward); with BackwardOptions{.reduce_gradients_early =
+  // false}, in the layout the backward ops produced (the optimizer boxes it).
   GlobalTensor grad() const {
     SPSD_CHECK(requires_grad(), "grad", "the tensor ", describe(), " does not require grad (call requires_grad_() "
                "before the forward pass)");
