@@ -6,18 +6,23 @@
 //   --parallel tensor   Megatron: W1 S(1), W2 S(0); the P(sum) logits are reduced once
 //   --parallel 2d       (world/2, 2) mesh: data parallel on mesh axis 0, tensor on axis 1
 // Options: --epochs N (3), --batch N (100), --hidden N (1024), --lr X (1e-3), --seed N (1),
-// --train-limit N (all), --test-limit N (all), --csv FILE (loss per step), --data DIR.
+// --train-limit N (all), --test-limit N (all), --csv FILE (loss per step), --data DIR,
+// --steps N (stop after N steps in all), --save DIR (checkpoint at the end: parameters, Adam's
+// state, the step), --resume DIR (continue from such a checkpoint: the same loss curve as a run
+// that never stopped; docs/checkpoints.md).
 // Without the dataset-fashion-mnist package it trains on a small generated stand-in.
 //   tools/mpirun -np 4 build/examples/07_train_mlp --parallel 2d
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
+#include <iomanip>
 #include <numeric>
 #include <random>
 #include <spsd/spsd.hpp>
 #include <string>
 
+#include "train/checkpoint.hpp"
 #include "train/fashion_mnist.hpp"
 #include "train/mlp.hpp"
 
@@ -27,8 +32,8 @@ using examples::Dataset;
 namespace {
 
 struct Options {
-  std::string parallel = "2d", csv, data = examples::kFashionMnistDir;
-  int64_t epochs = 3, batch = 100, hidden = 1024, train_limit = -1, test_limit = -1;
+  std::string parallel = "2d", csv, data = examples::kFashionMnistDir, save, resume;
+  int64_t epochs = 3, batch = 100, hidden = 1024, train_limit = -1, test_limit = -1, max_steps = -1;
   uint64_t seed = 1;
   double lr = 1e-3;
 };
@@ -42,6 +47,9 @@ Options parse(int argc, char** argv) {
     if (a == "--parallel") o.parallel = v;
     else if (a == "--csv") o.csv = v;
     else if (a == "--data") o.data = v;
+    else if (a == "--save") o.save = v;
+    else if (a == "--resume") o.resume = v;
+    else if (a == "--steps") o.max_steps = std::stoll(v);
     else if (a == "--epochs") o.epochs = std::stoll(v);
     else if (a == "--batch") o.batch = std::stoll(v);
     else if (a == "--hidden") o.hidden = std::stoll(v);
@@ -54,13 +62,14 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-void progress(int64_t epoch, int64_t done, int64_t total, double seconds, double loss, bool last) {
+// done: the epoch's samples so far; rate: those this run trained on (fewer in a resumed epoch).
+void progress(int64_t epoch, int64_t done, int64_t total, int64_t rate, double seconds, double loss, bool last) {
   if (rank() != 0) return;
   constexpr int kWidth = 30;
   const int filled = static_cast<int>(kWidth * done / std::max<int64_t>(total, 1));
   std::printf("\repoch %lld [%s%s] %lld/%lld  %.0f samples/s  loss %.4f", static_cast<long long>(epoch),
               std::string(filled, '=').c_str(), std::string(kWidth - filled, ' ').c_str(), static_cast<long long>(done),
-              static_cast<long long>(total), done / std::max(seconds, 1e-9), loss);
+              static_cast<long long>(total), rate / std::max(seconds, 1e-9), loss);
   std::printf(last ? "\n" : "");
   std::fflush(stdout);
 }
@@ -102,17 +111,25 @@ int main(int argc, char** argv) {
 
   examples::Mlp<float> model(examples::kPixels, o.hidden, examples::kClasses, l, o.seed);
   Adam<float> optimizer(model.parameters(), {.lr = o.lr});
+  const int64_t first = o.resume.empty() ? 0 : examples::resume_training(o.resume, model, optimizer);
+  if (rank() == 0 && !o.resume.empty())
+    std::printf("resumed from %s after step %lld\n", o.resume.c_str(), static_cast<long long>(first));
   std::vector<float> curve;
   std::mt19937_64 shuffle(o.seed);  // the same permutation on every rank
   std::vector<int64_t> order(train.size());
   std::iota(order.begin(), order.end(), 0);
   const int64_t steps = train.size() / o.batch;  // full batches only: one shape, cached plans
+  const int64_t last = o.max_steps >= 0 ? std::min(o.epochs * steps, o.max_steps) : o.epochs * steps;
   const auto start = std::chrono::steady_clock::now();
-  for (int64_t epoch = 1; epoch <= o.epochs; ++epoch) {
-    std::shuffle(order.begin(), order.end(), shuffle);
+  for (int64_t epoch = 1; epoch <= o.epochs && first + static_cast<int64_t>(curve.size()) < last; ++epoch) {
+    std::shuffle(order.begin(), order.end(), shuffle);  // replayed for resumed epochs: the same batches
     const auto epoch_start = std::chrono::steady_clock::now();
     double loss_sum = 0;
+    int64_t taken = 0;
     for (int64_t s = 0; s < steps; ++s) {
+      const int64_t step = (epoch - 1) * steps + s;
+      if (step < first) continue;
+      if (step >= last) break;
       const std::vector<int64_t> rows(order.begin() + s * o.batch, order.begin() + (s + 1) * o.batch);
       GlobalTensor<float> loss = cross_entropy(model(examples::image_batch<float>(train, rows, l.placement, l.x)),
                                                examples::label_batch(train, rows, l.placement, l.labels));
@@ -121,9 +138,16 @@ int main(int argc, char** argv) {
       optimizer.step();
       curve.push_back(loss.full().to_vector()[0]);
       loss_sum += curve.back();
+      ++taken;
       const double t = std::chrono::duration<double>(std::chrono::steady_clock::now() - epoch_start).count();
-      if (s + 1 == steps || s % 20 == 0) progress(epoch, (s + 1) * o.batch, steps * o.batch, t, loss_sum / (s + 1), s + 1 == steps);
+      const bool end = s + 1 == steps || step + 1 == last;
+      if (end || s % 20 == 0) progress(epoch, (s + 1) * o.batch, steps * o.batch, taken * o.batch, t, loss_sum / taken, end);
     }
+  }
+  if (!o.save.empty()) {
+    examples::save_training(o.save, model, optimizer, first + static_cast<int64_t>(curve.size()));
+    if (rank() == 0) std::printf("saved the training state after step %lld to %s\n",
+                                 static_cast<long long>(first + curve.size()), o.save.c_str());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const double acc = accuracy(model, test, l);
@@ -131,8 +155,8 @@ int main(int argc, char** argv) {
     std::printf("trained %lld steps in %.1f s; test accuracy %.4f\n", static_cast<long long>(curve.size()), seconds, acc);
     if (!o.csv.empty()) {
       std::ofstream csv(o.csv);
-      csv << "step,loss\n";
-      for (size_t i = 0; i < curve.size(); ++i) csv << i + 1 << "," << curve[i] << "\n";
+      csv << "step,loss\n" << std::setprecision(9);  // enough digits to tell any two floats apart
+      for (size_t i = 0; i < curve.size(); ++i) csv << first + static_cast<int64_t>(i) + 1 << "," << curve[i] << "\n";
       std::printf("loss curve: %s\n", o.csv.c_str());
     }
   }

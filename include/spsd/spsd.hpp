@@ -42,3 +42,4 @@
 #include "spsd/autograd/rules.hpp"
 #include "spsd/autograd/backward.hpp"
 #include "spsd/autograd/optim.hpp"
+#include "spsd/io/checkpoint.hpp"

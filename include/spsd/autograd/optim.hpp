@@ -37,6 +37,19 @@ struct AdamOptions {
   double weight_decay = 0;  // Adam: L2 on the gradient; AdamW: decoupled, p *= 1 - lr * weight_decay
 };
 
+// Optimizer state, as state() returns it and load_state() takes it (for checkpoints,
+// io/checkpoint.hpp): one entry per parameter, in the parameter's layout, empty before the
+// parameter's first update. The tensors are the optimizer's own; a step replaces them.
+template <std::floating_point T>
+struct SgdState {
+  std::vector<std::optional<GlobalTensor<T>>> momentum;
+};
+template <std::floating_point T>
+struct AdamState {
+  int64_t steps = 0;  // steps taken: the bias corrections depend on it
+  std::vector<std::optional<GlobalTensor<T>>> exp_avg, exp_avg_sq;
+};
+
 template <std::floating_point T>
 class Optimizer {
  public:
@@ -75,6 +88,21 @@ class Optimizer {
   static void check_range(std::string_view op, std::string_view what, double v, double lo, double hi) {
     SPSD_CHECK(v >= lo && v <= hi, op, what, " must be in [", lo, ", ", hi, "], got ", v);
   }
+  // State tensors given to load_state: one per parameter, each of its parameter's shape, boxed
+  // into its layout (a checkpoint may have been loaded in another one).
+  std::vector<std::optional<GlobalTensor<T>>> adopt_state(std::string_view what,
+                                                          std::vector<std::optional<GlobalTensor<T>>> given) const {
+    SPSD_CHECK(given.size() == params_.size(), name_, "load_state: ", what, " has ", given.size(),
+               " entries for ", params_.size(), " parameters");
+    for (size_t i = 0; i < given.size(); ++i) {
+      if (!given[i]) continue;
+      const GlobalTensor<T>& p = params_[i];
+      SPSD_CHECK(given[i]->shape() == p.shape(), name_, "load_state: ", what, " ", i, " is ", given[i]->describe(),
+                 ", its parameter is ", p.describe());
+      given[i] = given[i]->detach().to_global(p.placement(), p.nd_sbp());
+    }
+    return given;
+  }
 
   std::string_view name_;
   std::vector<GlobalTensor<T>> params_;
@@ -108,6 +136,9 @@ class SGD : public Optimizer<T> {
     }
   }
 
+  SgdState<T> state() const { return {momentum_}; }
+  void load_state(SgdState<T> state) { momentum_ = this->adopt_state("momentum", std::move(state.momentum)); }
+
  private:
   SgdOptions options_;
   std::vector<std::optional<GlobalTensor<T>>> momentum_;  // in the parameter's layout
@@ -136,6 +167,14 @@ class Adam : public Optimizer<T> {
       GlobalTensor<T> decayed = decoupled_ && o.weight_decay != 0 ? p * static_cast<T>(1 - o.lr * o.weight_decay) : p;
       p.copy_(decayed - *m_[i] * step_size / (spsd::sqrt(*v_[i]) + eps));
     }
+  }
+
+  AdamState<T> state() const { return {steps_, m_, v_}; }
+  void load_state(AdamState<T> state) {
+    SPSD_CHECK(state.steps >= 0, this->name_, "load_state: steps must be non-negative, got ", state.steps);
+    m_ = this->adopt_state("exp_avg", std::move(state.exp_avg));
+    v_ = this->adopt_state("exp_avg_sq", std::move(state.exp_avg_sq));
+    steps_ = state.steps;
   }
 
  protected:
