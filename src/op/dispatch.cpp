@@ -10,6 +10,29 @@
 
 namespace spsd::detail {
 
+namespace {
+
+// The number of elements of the piece at coords of a tensor of this shape and layout (the
+// numel of box_at, without building the box).
+int64_t piece_numel(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp, const std::vector<int64_t>& coords) {
+  int64_t numel = shape.numel();
+  if (numel == 0) return 0;
+  for (int64_t a = 0; a < mesh.ndim(); ++a) {
+    if (!nd_sbp[a].is_split()) continue;
+    const int64_t axis = nd_sbp[a].axis();
+    bool first = true;  // the first mesh axis splitting this tensor axis handles the nested ones
+    for (int64_t b = 0; b < a && first; ++b) first = !(nd_sbp[b].is_split() && nd_sbp[b].axis() == axis);
+    if (!first) continue;
+    int64_t extent = shape[axis];
+    for (int64_t b = a; b < mesh.ndim(); ++b)
+      if (nd_sbp[b].is_split() && nd_sbp[b].axis() == axis) extent = balanced_range(extent, mesh[b], coords[b]).size();
+    numel = numel / shape[axis] * extent;
+  }
+  return numel;
+}
+
+}  // namespace
+
 Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs,
                     const Scalar& scalar) {
   SPSD_CHECK(!inputs.empty(), op.name, "needs at least one input");
@@ -17,6 +40,10 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
   for (size_t i = 1; i < inputs.size(); ++i)
     SPSD_CHECK(*inputs[i].placement == placement, op.name, "inputs must share one placement: input 0 is on ",
                placement, ", input ", i, " is on ", *inputs[i].placement, " (move one with to_global first)");
+  // Inputs made by the raw GlobalTensor constructor are not checked there: their layouts must
+  // fit the shapes and the mesh, and the placement the world, before anything is planned.
+  for (const InputRef& in : inputs) check_layout(op.name, *in.shape, placement.mesh(), *in.nd_sbp);
+  check_placement(op.name, placement);
 
   std::vector<ResolveInput> refs;
   refs.reserve(inputs.size());
@@ -38,6 +65,14 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::shared_ptr<Storage>& local = *inputs[i].local;
     SPSD_CHECK(local != nullptr, op.name, "input ", i, " holds no data on rank ", me, ", which is in ", placement);
+    // A raw GlobalTensor's piece must hold its box (a smaller one would be read past its end).
+    const int64_t need = size_of(inputs[i].dtype) * (local->bytes() >= inputs[i].shape->numel() * size_of(inputs[i].dtype)
+                                                         ? 0
+                                                         : piece_numel(*inputs[i].shape, placement.mesh(),
+                                                                       *inputs[i].nd_sbp, p.coords));
+    SPSD_CHECK(local->bytes() >= need, op.name, "input ", i, " holds ", local->bytes(), " bytes on rank ", me,
+               " but its piece of ", *inputs[i].shape, " ", *inputs[i].nd_sbp, " on ", placement, " needs ", need,
+               " bytes");
     p.locals.push_back(r.plans[i] ? run_plan(r.plans[i], local, Urgency::kNow) : local);
   }
   return p;

@@ -18,7 +18,8 @@
 // partial pieces commutes with the reduction across ranks for the same op. mean on a P(sum)
 // or reduced split axis divides each rank's partial sum by the GLOBAL count of reduced
 // elements (from the global shape, not the local piece), so the partial sums add up to the
-// mean. The mean of zero elements is NaN (0 / 0), as in numpy.
+// mean. The mean of zero elements is NaN (0 / 0), as in numpy; the sum of zero elements is 0;
+// max and min over an axis of size 0 are an spsd::Error (no identity; numpy and torch raise).
 #include <algorithm>
 #include <string>
 #include <vector>
@@ -73,6 +74,11 @@ struct ReduceDef {
     for (size_t i = 0; i < axes.size(); ++i)
       SPSD_CHECK(axes[i] >= 0 && axes[i] < x.ndim() && (i == 0 || axes[i - 1] < axes[i]), name,
                  "axes ", join(axes), " must be sorted, distinct and within a tensor of shape ", x);
+    // max and min have no identity: over no elements they are undefined (numpy and torch raise).
+    if constexpr (R != ReduceOp::kSum)
+      for (int64_t a : axes)
+        SPSD_CHECK(x[a] > 0, name, "cannot reduce axis ", a, " of size 0 of a tensor of shape ", x, ": the ", name,
+                   " of no elements has no identity");
     return {out_shape(x, axes, keepdim_of(attrs)), in[0].dtype};
   }
 

@@ -95,6 +95,9 @@ GlobalTensor<T> randn(const Shape& shape, const Placement& placement, const NdSb
 template <Element T>
 GlobalTensor<T> from_host(const Tensor<T>& given, const Placement& placement, const NdSbp& nd_sbp) {
   detail::check_global_layout("from_host", given.shape(), placement, nd_sbp);
+  // An undefined Tensor (shape (), no storage) would be read as one element.
+  SPSD_CHECK(given.defined() || given.shape().numel() == 0, "from_host", "the tensor is undefined (shape ",
+             given.shape(), ", no storage); pass Tensor::from_vector or a shaped Tensor");
   const Tensor<T> whole = given.to(DeviceType::kCPU);
   if (placement.contains(rank()))
     detail::check_same_on_all_ranks("from_host", placement, whole.shape(), whole.data(), whole.numel() * sizeof(T));
