@@ -73,3 +73,13 @@ spsd_setup() {
   spsd_configure "$@" || { spsd_say "meson setup of $SPSD_BUILD_DIR failed"; return 1; }
   spsd_build || { spsd_say "the build in $SPSD_BUILD_DIR failed"; return 1; }
 }
+
+# The sanitizer runtime options of `tools/test --sanitize` (docs/testing.md), exported so that
+# meson test, mpirun and every rank inherit them. Leaks are checked, except those of Open MPI's
+# own allocations (tools/lsan.supp names only its libraries); UBSan stops at the first finding.
+# Options already set in the environment come after ours, so they win.
+spsd_sanitizer_env() {
+  export ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  export LSAN_OPTIONS="suppressions=$SPSD_ROOT/tools/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
+  export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
+}
