@@ -20,10 +20,10 @@
 //   2x2 (S(0),S(1))->(B,B): the column-block gather of S(1)->B along mesh axis 1 (row
 //              communicator), then the in-place row-block gather of S(0)->B along mesh axis 0
 // Both sides allocate their outputs (and staging) in every call and free them before the
-// call's time ends: spsd through Storage::allocate (aligned_alloc + memset to zero) and
-// std::vector<char> (zero-initialised), the baseline through aligned_alloc without a memset,
-// as a hand-written program would (--zero-fill makes the baseline memset its buffers too, to
-// show how much of a gap is spsd's zero-filling). Timing follows bench/comm: a barrier before each call,
+// call's time ends: spsd through Storage::allocate_uninitialized (aligned_alloc, no memset;
+// it zero-filled before commit 7d05195), the baseline through aligned_alloc without a memset,
+// as a hand-written program would (--zero-fill makes the baseline memset its buffers too: the
+// diagnostic that found spsd's former zero-filling). Timing follows bench/comm: a barrier before each call,
 // alternating which side goes first, the max over ranks per call, medians over repetitions.
 #define OMPI_SKIP_MPICXX 1
 #include <mpi.h>
