@@ -3,9 +3,14 @@
 // host) that all succeed; then the last rank kills itself with SIGKILL while the others are
 // inside the next collective:
 //
-//   rank_killed op          the others are in a global op: sum of an S(0) tensor read with
-//                           full() (its consistency check, then its all-reduce)
-//   rank_killed collective  the others are in a raw all_reduce on the world communicator
+//   rank_killed op [DEVICE]          the others are in a global op: sum of an S(0) tensor read
+//                                    with full() (its consistency check, then its all-reduce)
+//   rank_killed collective [DEVICE]  the others are in a raw all_reduce on the communicator of
+//                                    the placement (the world's MPI one on cpu; on cuda the
+//                                    device communicator: NCCL when every rank has its own GPU,
+//                                    host-staged over MPI when ranks share one)
+//
+// DEVICE is cpu (default) or cuda; with cuda every rank exits 77 (SKIP) where no GPU is usable.
 //
 // The last rank sleeps 0.5 s first, so that the others are waiting when it dies. What ends the
 // others depends on mpirun: by default Open MPI kills the whole job as soon as it sees a process
@@ -22,10 +27,15 @@
 int main(int argc, char** argv) {
   spsd::Runtime runtime(argc, argv);
   const char* mode = argc > 1 ? argv[1] : "op";
+  const char* device = argc > 2 ? argv[2] : "cpu";
   const int me = spsd::rank(), n = spsd::world_size();
+  if (std::strcmp(device, "cuda") == 0 && !spsd::cuda_available()) {
+    std::fprintf(stderr, "rank_killed rank %d: SKIP: no usable CUDA device (%s)\n", me, spsd::runtime_info().c_str());
+    return 77;
+  }
   std::vector<int64_t> all(n);
   for (int r = 0; r < n; ++r) all[r] = r;
-  spsd::Placement line("cpu", all);
+  spsd::Placement line(device, all);
 
   // A healthy start: every kind of communication once.
   auto x = spsd::randn<float>({64, 16}, line, {spsd::sbp::split(0)}, /*seed=*/1);
@@ -48,8 +58,9 @@ int main(int argc, char** argv) {
   }
   try {
     if (std::strcmp(mode, "collective") == 0) {
-      float one = 1, sum = 0;
-      spsd::world_communicator().all_reduce(&one, &sum, 1, spsd::DType::kFloat32, spsd::ReduceOp::kSum);
+      // A one-element buffer where the placement keeps its data (device memory on cuda).
+      spsd::Tensor<float> one = spsd::ones<float>({n}, line, {spsd::sbp::split(0)}).to_local();
+      spsd::communicator(line).all_reduce(one.data(), one.data(), 1, spsd::DType::kFloat32, spsd::ReduceOp::kSum);
     } else {
       (void)spsd::sum(x).full().to_vector();
     }
