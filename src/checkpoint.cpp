@@ -71,24 +71,6 @@ std::vector<int64_t> world_ranks() {
   return r;
 }
 
-// Every rank's string, on every rank (packed into int64 words: the communicator moves dtypes).
-std::vector<std::string> all_gather_strings(const std::string& mine) {
-  Communicator& comm = world_communicator();
-  const int64_t n = comm.size(), words = (static_cast<int64_t>(mine.size()) + 7) / 8;
-  std::vector<int64_t> lengths(n), counts(n);
-  const int64_t length = static_cast<int64_t>(mine.size());
-  comm.all_gather(&length, lengths.data(), 1, DType::kInt64);
-  for (int64_t k = 0; k < n; ++k) counts[k] = (lengths[k] + 7) / 8;
-  std::vector<int64_t> send(words, 0), recv(std::max<int64_t>(1, displacements(counts).back() + counts.back()));
-  std::memcpy(send.data(), mine.data(), mine.size());
-  comm.all_gather_v(send.data(), recv.data(), counts, DType::kInt64);
-  std::vector<std::string> out(n);
-  const std::vector<int64_t> offsets = displacements(counts);
-  for (int64_t k = 0; k < n; ++k)
-    out[k].assign(reinterpret_cast<const char*>(recv.data() + offsets[k]), static_cast<size_t>(lengths[k]));
-  return out;
-}
-
 // Runs step on this rank; if it failed on any rank, throws on every rank: its own error where
 // it failed, else the first failing rank's (a rank that did nothing wrong still learns why).
 template <class F>
@@ -106,7 +88,7 @@ void agreed(std::string_view op, F&& step) {
     if (!error.empty()) throw Error(error);
     return;
   }
-  const std::vector<std::string> all = all_gather_strings(error);
+  const std::vector<std::string> all = detail::all_gather_text(world_communicator(), error);
   if (!error.empty()) throw Error(error);
   for (size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty()) throw Error(concat(all[r], " (raised on rank ", r, ")"));
@@ -549,7 +531,7 @@ void save_checkpoint(const StateDict& state, const std::string& dir) {
   });
 
   // Rank 0 writes the manifest last: the checkpoint exists once its rename is done.
-  const std::vector<std::string> all = all_gather_strings(records);
+  const std::vector<std::string> all = detail::all_gather_text(world_communicator(), records);
   agreed(op, [&] {
     if (rank() != 0) return;
     sync_dir(op, dir);  // the data files' renames first

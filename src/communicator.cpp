@@ -1,6 +1,7 @@
 // Validation and byte accounting shared by every backend (docs/communicators.md has the formulas).
 #include "spsd/comm/communicator.hpp"
 
+#include <cstring>
 #include <numeric>
 
 #include "spsd/core/error.hpp"
@@ -25,6 +26,23 @@ std::vector<int64_t> displacements(std::span<const int64_t> counts) {
   for (size_t i = 1; i < counts.size(); ++i) d[i] = d[i - 1] + counts[i - 1];
   return d;
 }
+
+namespace detail {
+std::vector<std::string> all_gather_text(Communicator& comm, const std::string& mine) {
+  const int64_t length = static_cast<int64_t>(mine.size());
+  std::vector<int64_t> lengths(comm.size()), words(comm.size());
+  comm.all_gather(&length, lengths.data(), 1, DType::kInt64);
+  for (int64_t m = 0; m < comm.size(); ++m) words[m] = (lengths[m] + 7) / 8;
+  std::vector<int64_t> packed(words[comm.rank()], 0), gathered(std::accumulate(words.begin(), words.end(), int64_t{0}));
+  if (!mine.empty()) std::memcpy(packed.data(), mine.data(), mine.size());  // data() may be null when empty
+  comm.all_gather_v(packed.data(), gathered.data(), words, DType::kInt64);
+  std::vector<std::string> texts(comm.size());
+  const std::vector<int64_t> offsets = displacements(words);
+  for (int64_t m = 0; m < comm.size(); ++m)
+    texts[m].assign(reinterpret_cast<const char*>(gathered.data() + offsets[m]), static_cast<size_t>(lengths[m]));
+  return texts;
+}
+}  // namespace detail
 
 Communicator::Communicator(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats)
     : world_ranks_(std::move(world_ranks)), rank_(my_index), stats_(stats) {}

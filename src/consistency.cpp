@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <string_view>
 
@@ -163,25 +162,6 @@ std::vector<Record> exchange_records(Communicator& comm, const Record& mine) {
   comm.send_recv(sends, recvs, DType::kInt64);
   all[comm.rank()] = mine;
   return all;
-}
-
-// Every member passes its own text and gets all of them, in member order.
-std::vector<std::string> all_gather_text(Communicator& comm, const std::string& mine) {
-  int64_t length = static_cast<int64_t>(mine.size());
-  std::vector<int64_t> lengths(comm.size()), words(comm.size());
-  comm.all_gather(&length, lengths.data(), 1, DType::kInt64);
-  for (int64_t m = 0; m < comm.size(); ++m) words[m] = (lengths[m] + 7) / 8;
-  std::vector<int64_t> packed(words[comm.rank()], 0), gathered;
-  std::memcpy(packed.data(), mine.data(), mine.size());
-  int64_t total = 0;
-  for (int64_t w : words) total += w;
-  gathered.resize(total);
-  comm.all_gather_v(packed.data(), gathered.data(), words, DType::kInt64);
-  std::vector<std::string> texts(comm.size());
-  std::vector<int64_t> offsets = displacements(words);
-  for (int64_t m = 0; m < comm.size(); ++m)
-    texts[m].assign(reinterpret_cast<const char*>(gathered.data() + offsets[m]), lengths[m]);
-  return texts;
 }
 
 // "ranks 0, 2, 3 issued add(...); rank 1 issued full(...)": members grouped by what they said.

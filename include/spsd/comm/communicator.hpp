@@ -88,4 +88,10 @@ class Communicator {
 // Prefix sums of counts: the element offset of each member's block in a packed buffer.
 std::vector<int64_t> displacements(std::span<const int64_t> counts);
 
+namespace detail {
+// Every member passes its own text and gets all of them, in member order (texts of any length,
+// packed into int64 words: the communicator moves dtypes). Collective over comm.
+std::vector<std::string> all_gather_text(Communicator& comm, const std::string& mine);
+}  // namespace detail
+
 }  // namespace spsd
