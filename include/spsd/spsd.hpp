@@ -39,7 +39,6 @@
 #include "spsd/op/loss.hpp"
 #include "spsd/autograd/node.hpp"
 #include "spsd/autograd/grad_ops.hpp"
-#include "spsd/autograd/rules.hpp"
 #include "spsd/autograd/backward.hpp"
 #include "spsd/autograd/optim.hpp"
 #include "spsd/io/checkpoint.hpp"

@@ -21,7 +21,6 @@
 #include <vector>
 
 #include "spsd/autograd/node.hpp"
-#include "spsd/autograd/rules.hpp"
 
 namespace spsd {
 

@@ -8,7 +8,6 @@
 #include <memory>
 #include <optional>
 #include <string_view>
-#include <unordered_map>
 #include <vector>
 
 #include "spsd/op/dispatch.hpp"
@@ -35,14 +34,9 @@ struct GradNode {
   std::optional<GlobalData> grad_out;                     // summed during a backward pass
 };
 
-// Backward rules by op name, per floating type (autograd/rules.hpp fills it at static init).
-struct BackwardRule {
-  BackwardFn f32 = nullptr, f64 = nullptr;
-};
-inline std::unordered_map<std::string_view, BackwardRule>& backward_rules() {
-  static std::unordered_map<std::string_view, BackwardRule> rules;
-  return rules;
-}
+// The backward rule of op for an output of this dtype (the double one for kFloat64, else the
+// float one), or null when op has none: src/autograd/rules.cpp, compiled into the library.
+BackwardFn backward_rule(std::string_view op, DType dtype);
 
 inline uint64_t next_sequence() {
   thread_local uint64_t n = 0;
@@ -50,9 +44,7 @@ inline uint64_t next_sequence() {
 }
 
 inline void attach_node(std::shared_ptr<GradNode> node, std::shared_ptr<AutogradMeta>& out_meta) {
-  const auto rule = backward_rules().find(node->op);
-  if (rule != backward_rules().end())
-    node->backward = node->output.dtype == DType::kFloat64 ? rule->second.f64 : rule->second.f32;
+  node->backward = backward_rule(node->op, node->output.dtype);
   node->sequence = next_sequence();
   out_meta = std::make_shared<AutogradMeta>();
   out_meta->requires_grad = true;
