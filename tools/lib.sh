@@ -77,9 +77,18 @@ spsd_setup() {
 # The sanitizer runtime options of `tools/test --sanitize` (docs/testing.md), exported so that
 # meson test, mpirun and every rank inherit them. Leaks are checked, except those of Open MPI's
 # own allocations (tools/lsan.supp names only its libraries); UBSan stops at the first finding.
-# Options already set in the environment come after ours, so they win.
+# MPI ranks get tools/lsan_keep_modules.c preloaded (SPSD_RANK_PRELOAD, read by tools/mpirun),
+# so Open MPI's components stay loaded for the leak check; ASan is then not first in the library
+# list, which is harmless here (the shim allocates nothing), hence verify_asan_link_order=0.
+# Options already set in the environment come after ours, so they win. Returns non-zero when
+# the shim cannot be compiled.
 spsd_sanitizer_env() {
-  export ASAN_OPTIONS="detect_leaks=1${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  local shim=$SPSD_ROOT/$SPSD_BUILD_DIR/lsan-keep-modules.so
+  [[ $SPSD_BUILD_DIR = /* ]] && shim=$SPSD_BUILD_DIR/lsan-keep-modules.so
+  mkdir -p "$(dirname "$shim")" &&
+    cc -shared -fPIC -O2 -o "$shim" "$SPSD_ROOT/tools/lsan_keep_modules.c" || return 1
+  export SPSD_RANK_PRELOAD=$shim
+  export ASAN_OPTIONS="detect_leaks=1:verify_asan_link_order=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
   export LSAN_OPTIONS="suppressions=$SPSD_ROOT/tools/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 }
