@@ -19,6 +19,13 @@ void check_count(const char* op, const char* arg, int64_t count) {
 void check_buffer(const char* op, const char* arg, const void* p, int64_t count) {
   SPSD_CHECK(p != nullptr || count == 0, op, arg, " is null but ", count, " elements are to be moved");
 }
+// Enum values cast from integers: a backend would read them as some other type or op.
+void check_dtype(const char* op, DType dtype) {
+  SPSD_CHECK(is_valid(dtype), op, "dtype has the invalid value ", static_cast<int>(dtype));
+}
+void check_reduce_op(const char* op, ReduceOp reduce) {
+  SPSD_CHECK(is_valid(reduce), op, "reduce op has the invalid value ", static_cast<int>(reduce));
+}
 }  // namespace
 
 std::vector<int64_t> displacements(std::span<const int64_t> counts) {
@@ -70,6 +77,8 @@ void Communicator::account(CollectiveKind kind, traffic::Traffic elems, DType dt
 void Communicator::all_reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) {
   before_call();
   check_count("all_reduce", "count", count);
+  check_dtype("all_reduce", dtype);
+  check_reduce_op("all_reduce", op);
   check_buffer("all_reduce", "send", send, count);
   check_buffer("all_reduce", "recv", recv, count);
   do_all_reduce(send, recv, count, dtype, op);
@@ -87,6 +96,8 @@ void Communicator::reduce_scatter_v(const void* send, void* recv, std::span<cons
                                     ReduceOp op) {
   before_call();
   check_counts("reduce_scatter", "recv_counts", counts);
+  check_dtype("reduce_scatter", dtype);
+  check_reduce_op("reduce_scatter", op);
   check_buffer("reduce_scatter", "send", send, total(counts));
   check_buffer("reduce_scatter", "recv", recv, counts[rank_]);
   do_reduce_scatter(send, recv, counts, dtype, op);
@@ -103,6 +114,7 @@ void Communicator::all_gather(const void* send, void* recv, int64_t send_count, 
 void Communicator::all_gather_v(const void* send, void* recv, std::span<const int64_t> counts, DType dtype) {
   before_call();
   check_counts("all_gather", "recv_counts", counts);
+  check_dtype("all_gather", dtype);
   check_buffer("all_gather", "send", send, counts[rank_]);
   check_buffer("all_gather", "recv", recv, total(counts));
   do_all_gather(send, recv, counts, dtype);
@@ -126,6 +138,7 @@ void Communicator::all_to_all_checked(const void* send, std::span<const int64_t>
                                       std::span<const int64_t> recv_counts, DType dtype, bool uniform) {
   check_counts("all_to_all", "send_counts", send_counts);
   check_counts("all_to_all", "recv_counts", recv_counts);
+  check_dtype("all_to_all", dtype);
   check_buffer("all_to_all", "send", send, total(send_counts));
   check_buffer("all_to_all", "recv", recv, total(recv_counts));
   do_all_to_all(send, send_counts, recv, recv_counts, dtype, uniform);
@@ -135,6 +148,7 @@ void Communicator::all_to_all_checked(const void* send, std::span<const int64_t>
 void Communicator::broadcast(void* buffer, int64_t count, DType dtype, int64_t root) {
   before_call();
   check_count("broadcast", "count", count);
+  check_dtype("broadcast", dtype);
   SPSD_CHECK(root >= 0 && root < size(), "broadcast", "root ", root, " is not a member of ", to_string());
   check_buffer("broadcast", "buffer", buffer, count);
   do_broadcast(buffer, count, dtype, root);
@@ -143,6 +157,7 @@ void Communicator::broadcast(void* buffer, int64_t count, DType dtype, int64_t r
 
 void Communicator::send_recv(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, DType dtype) {
   before_call();
+  check_dtype("send_recv", dtype);
   int64_t sent = 0, received = 0, messages = 0;
   for (const SendSpec& s : sends) {
     SPSD_CHECK(s.peer >= 0 && s.peer < size(), "send_recv", "send peer ", s.peer, " is not a member of ", to_string());

@@ -7,12 +7,16 @@
 
 namespace spsd::detail {
 
-std::vector<Shape> gather_local_shapes(std::string_view op, const Placement& placement, const Shape& mine) {
+std::vector<Shape> gather_local_shapes(std::string_view op, const Placement& placement, const Shape& mine,
+                                       bool undefined) {
   Communicator& comm = communicator(placement);
   const int64_t n = placement.size();
   std::vector<int64_t> ndims(n);
-  int64_t my_ndim = mine.ndim();
+  int64_t my_ndim = undefined ? -1 : mine.ndim();  // -1: told to every rank, so all of them throw
   comm.all_gather(&my_ndim, ndims.data(), 1, DType::kInt64);
+  for (int64_t k = 0; k < n; ++k)
+    SPSD_CHECK(ndims[k] >= 0, op, "rank ", placement.ranks()[k], " passed an undefined local Tensor (shape (), ",
+               "no storage); pass Tensor::from_vector or a shaped Tensor");
   for (int64_t k = 0; k < n; ++k)
     SPSD_CHECK(ndims[k] == ndims[0], op, "local tensors differ in rank: rank ", placement.ranks()[0], " has ",
                ndims[0], " axes, rank ", placement.ranks()[k], " has ", ndims[k]);

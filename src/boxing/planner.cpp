@@ -264,6 +264,7 @@ Plan compute_plan(const Shape& shape, DType dtype, const Layout& from, const Lay
 std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
   check_layout("plan_boxing", shape, from.placement.mesh(), from.nd_sbp);
   check_layout("plan_boxing", shape, to.placement.mesh(), to.nd_sbp);
+  SPSD_CHECK(is_valid(dtype), "plan_boxing", "dtype has the invalid value ", static_cast<int>(dtype));
   static std::mutex mutex;
   static std::unordered_map<std::string, std::shared_ptr<const Plan>> cache;
   std::string key = shape.to_string() + std::string(to_string(dtype)) + "|" + from.to_string() + "|" + to.to_string();
@@ -279,6 +280,8 @@ std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const L
 
 std::string explain_boxing(const Shape& shape, DType dtype, const Placement& from, const NdSbp& from_sbp,
                            const Placement& to, const NdSbp& to_sbp) {
+  check_layout("explain_boxing", shape, from.mesh(), from_sbp);  // so that errors name the caller's function
+  check_layout("explain_boxing", shape, to.mesh(), to_sbp);
   return plan_boxing(shape, dtype, {from, from_sbp}, {to, to_sbp})->to_string();
 }
 

@@ -15,6 +15,16 @@ void check_global_layout(std::string_view op, const Shape& shape, const Placemen
   check_placement(op, placement);
 }
 
+void check_piece(std::string_view op, std::string_view what, const GlobalData& t) {
+  check_global_layout(op, t.shape, t.placement, t.nd_sbp);
+  const int64_t me = rank();
+  if (!t.placement.contains(me)) return;
+  SPSD_CHECK(t.local != nullptr, op, what, " holds no data on rank ", me, ", which is in ", t.placement);
+  const int64_t bytes = t.local->bytes(), need = box_of(t.shape, t.placement, t.nd_sbp, me).numel() * size_of(t.dtype);
+  SPSD_CHECK(bytes >= need, op, what, " holds ", bytes, " bytes on rank ", me, " but its piece of ", t.shape, " ",
+             t.nd_sbp, " on ", t.placement, " needs ", need, " bytes");
+}
+
 namespace {
 
 Placement on_device(const Placement& p, DeviceType device) {
@@ -36,6 +46,7 @@ GlobalData moved(const GlobalData& in, DeviceType device) {
 
 GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdSbp& nd_sbp) {
   check_global_layout("to_global", in.shape, placement, nd_sbp);
+  check_piece("to_global", "the tensor", in);  // a raw GlobalTensor's own layout and piece
   // Between cpu and cuda: each rank copies its piece to the host, the boxing runs among host
   // buffers, and the target ranks copy their pieces to the device. The copies are local, so the
   // traffic is that of the host boxing; the device side never meets MPI.
@@ -48,7 +59,6 @@ GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdS
   GlobalData out{in.shape, in.dtype, placement, nd_sbp, nullptr};
   bool in_from = in.placement.contains(me), in_to = placement.contains(me);
   if (!in_from && !in_to) return out;  // not involved: nothing to wait for
-  SPSD_CHECK(!in_from || in.local, "to_global", "rank ", me, " is in ", in.placement, " but holds no local data");
   if (in.placement == placement && in.nd_sbp == nd_sbp) {
     out.local = in.local;
     return out;

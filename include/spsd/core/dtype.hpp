@@ -12,6 +12,13 @@ namespace spsd {
 enum class DType { kFloat32, kFloat64, kInt32, kInt64 };
 enum class ReduceOp { kSum, kMax, kMin };
 
+// False for values cast from integers that name no enumerator (checked where they enter: the
+// communicator, plan_boxing, sbp::partial).
+constexpr bool is_valid(DType t) {
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kInt32 || t == DType::kInt64;
+}
+constexpr bool is_valid(ReduceOp op) { return op == ReduceOp::kSum || op == ReduceOp::kMax || op == ReduceOp::kMin; }
+
 namespace detail {
 template <class T> struct DTypeOf;
 template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat32; };

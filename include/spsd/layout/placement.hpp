@@ -130,8 +130,12 @@ class Placement {
 // (in row-major order of those axes): e.g. one row of a 2-d mesh is mesh_group(p, r, {1}).
 inline std::vector<int64_t> mesh_group(const Placement& p, int64_t rank, const std::vector<int64_t>& axes) {
   std::vector<int64_t> base = p.coords(rank);
-  for (int64_t a : axes)
+  std::vector<bool> seen(p.mesh().ndim(), false);
+  for (int64_t a : axes) {
     SPSD_CHECK(a >= 0 && a < p.mesh().ndim(), "mesh_group", "mesh axis ", a, " is out of range for mesh ", p.mesh());
+    SPSD_CHECK(!seen[a], "mesh_group", "mesh axis ", a, " is repeated in ", detail::join(axes));
+    seen[a] = true;
+  }
   int64_t count = 1;
   for (int64_t a : axes) count *= p.mesh()[a];
   std::vector<int64_t> group;

@@ -19,7 +19,10 @@ class Sbp {
     return Sbp(Kind::kSplit, axis, ReduceOp::kSum);
   }
   static constexpr Sbp make_broadcast() { return Sbp(); }
-  static constexpr Sbp make_partial(ReduceOp op) { return Sbp(Kind::kPartial, 0, op); }
+  static constexpr Sbp make_partial(ReduceOp op) {
+    if (!is_valid(op)) detail::throw_error("sbp::partial", "reduce op has the invalid value ", static_cast<int>(op));
+    return Sbp(Kind::kPartial, 0, op);
+  }
 
   constexpr Kind kind() const { return kind_; }
   constexpr bool is_split() const { return kind_ == Kind::kSplit; }

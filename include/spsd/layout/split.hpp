@@ -43,6 +43,7 @@ inline Box full_box(const Shape& shape) { return Box{std::vector<int64_t>(shape.
 
 // The common part of two boxes (empty extents are clamped to begin == end).
 inline Box intersect(const Box& a, const Box& b) {
+  SPSD_CHECK(a.ndim() == b.ndim(), "intersect", "boxes ", a, " and ", b, " have different numbers of axes");
   Box r{a.begin, a.end};
   for (size_t i = 0; i < r.begin.size(); ++i) {
     r.begin[i] = std::max(a.begin[i], b.begin[i]);
@@ -53,6 +54,7 @@ inline Box intersect(const Box& a, const Box& b) {
 
 // The number of elements two boxes have in common (intersect(a, b).numel() without a Box).
 inline int64_t overlap(const Box& a, const Box& b) {
+  SPSD_CHECK(a.ndim() == b.ndim(), "overlap", "boxes ", a, " and ", b, " have different numbers of axes");
   int64_t n = 1;
   for (size_t i = 0; i < a.begin.size(); ++i)
     n *= std::max<int64_t>(0, std::min(a.end[i], b.end[i]) - std::max(a.begin[i], b.begin[i]));
@@ -65,7 +67,7 @@ struct Range {
   int64_t size() const { return end - begin; }
 };
 inline Range balanced_range(int64_t n, int64_t parts, int64_t k) {
-  SPSD_CHECK(n >= 0 && parts >= 1 && k >= 0 && k < parts, "balanced_split", "cannot take part ", k, " of ", n,
+  SPSD_CHECK(n >= 0 && parts >= 1 && k >= 0 && k < parts, "balanced_range", "cannot take part ", k, " of ", n,
              " elements split into ", parts, " parts");
   int64_t base = n / parts, extra = n % parts;
   int64_t begin = k * base + std::min(k, extra);
@@ -90,12 +92,16 @@ inline void check_layout(std::string_view op, const Shape& shape, const Shape& m
 
 // Mesh axes apply in order: axis 0 splits the global box, axis 1 splits each piece, and so on,
 // so two mesh axes splitting one tensor axis nest and every piece stays one box.
+// Size compares only (box_at is on the dispatch path); balanced_range checks each coordinate.
 inline Box box_at(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp, const std::vector<int64_t>& coords) {
+  SPSD_CHECK(static_cast<int64_t>(nd_sbp.size()) == mesh.ndim() && static_cast<int64_t>(coords.size()) == mesh.ndim(),
+             "box_at", "nd_sbp ", nd_sbp, " and coords ", detail::join(coords), " need one entry per axis of mesh ", mesh);
   Box box = full_box(shape);
   for (int64_t a = 0; a < mesh.ndim(); ++a) {
     const Sbp& s = nd_sbp[a];
     if (!s.is_split()) continue;
     int64_t i = s.axis();
+    SPSD_CHECK(i < shape.ndim(), "box_at", "nd_sbp ", nd_sbp, " splits axis ", i, " of shape ", shape);
     Range r = balanced_range(box.end[i] - box.begin[i], mesh[a], coords[a]);
     box.end[i] = box.begin[i] + r.end;
     box.begin[i] += r.begin;
@@ -124,6 +130,8 @@ inline std::vector<Box> boxes_of(const Shape& shape, const Placement& placement,
 }
 
 inline Shape local_shape(const Shape& global, const Placement& placement, const NdSbp& nd_sbp, int64_t rank) {
+  check_layout("local_shape", global, placement.mesh(), nd_sbp);
+  SPSD_CHECK(placement.contains(rank), "local_shape", "rank ", rank, " is not in ", placement);
   return box_of(global, placement, nd_sbp, rank).shape();
 }
 

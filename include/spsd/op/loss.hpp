@@ -27,6 +27,8 @@ GlobalTensor<T> cross_entropy(const GlobalTensor<T>& logits, const GlobalTensor<
              y);
   SPSD_CHECK(is_floating(dtype_of<T>), "cross_entropy", "logits must be floating, logits are ",
              dtype_of<T>);
+  SPSD_CHECK(logits.placement() == labels.placement(), "cross_entropy", "logits and labels must share one placement: ",
+             "logits are on ", logits.placement(), ", labels on ", labels.placement(), " (move one with to_global first)");
   return spsd::neg(spsd::mean(spsd::pick(spsd::log_softmax(logits, 1), labels), {0}));
 }
 

@@ -48,8 +48,14 @@ GlobalTensor<T> generate(std::string_view op, const Shape& shape, const Placemen
   return GlobalTensor<T>(shape, placement, nd_sbp, local.to(placement.device_type()));
 }
 
-// The local shapes of every rank of the placement, gathered over its communicator.
-std::vector<Shape> gather_local_shapes(std::string_view op, const Placement& placement, const Shape& mine);
+// The local shapes of every rank of the placement, gathered over its communicator; throws on
+// every rank when any passed an undefined tensor (shape (), no storage: not one element).
+std::vector<Shape> gather_local_shapes(std::string_view op, const Placement& placement, const Shape& mine,
+                                       bool undefined);
+template <Element T>
+bool is_undefined(const Tensor<T>& t) {
+  return !t.defined() && t.shape().numel() != 0;
+}
 // The global shape whose layout gives every rank its gathered shape; throws (on every rank) otherwise.
 Shape infer_global_shape(std::string_view op, const Placement& placement, const NdSbp& nd_sbp,
                          const std::vector<Shape>& locals);
@@ -96,7 +102,7 @@ template <Element T>
 GlobalTensor<T> from_host(const Tensor<T>& given, const Placement& placement, const NdSbp& nd_sbp) {
   detail::check_global_layout("from_host", given.shape(), placement, nd_sbp);
   // An undefined Tensor (shape (), no storage) would be read as one element.
-  SPSD_CHECK(given.defined() || given.shape().numel() == 0, "from_host", "the tensor is undefined (shape ",
+  SPSD_CHECK(!detail::is_undefined(given), "from_host", "the tensor is undefined (shape ",
              given.shape(), ", no storage); pass Tensor::from_vector or a shaped Tensor");
   const Tensor<T> whole = given.to(DeviceType::kCPU);
   if (placement.contains(rank()))
@@ -112,7 +118,7 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
   check_placement("to_global", placement);
   SPSD_CHECK(placement.contains(rank()), "to_global", "rank ", rank(), " is not in ", placement,
              ", so it cannot infer the global shape: pass global_shape");
-  std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape());
+  std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape(), detail::is_undefined(local));
   Shape global = detail::infer_global_shape("to_global", placement, nd_sbp, locals);
   return GlobalTensor<T>(global, placement, nd_sbp, local.to(placement.device_type()));
 }
@@ -122,7 +128,7 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
                           const Shape& global_shape) {
   detail::check_global_layout("to_global", global_shape, placement, nd_sbp);
   if (!placement.contains(rank())) return GlobalTensor<T>(global_shape, placement, nd_sbp, Tensor<T>());
-  std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape());
+  std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape(), detail::is_undefined(local));
   detail::check_local_shapes("to_global", global_shape, placement, nd_sbp, locals);
   return GlobalTensor<T>(global_shape, placement, nd_sbp, local.to(placement.device_type()));
 }

@@ -30,6 +30,9 @@ GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdS
 
 // Throws unless nd_sbp fits shape and placement, and the placement fits the world.
 void check_global_layout(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp);
+// check_global_layout of t's own layout, and, on a rank of its placement, that its piece holds
+// the bytes of its box (a raw GlobalTensor's may not); errors name op and what ("src").
+void check_piece(std::string_view op, std::string_view what, const GlobalData& t);
 
 // The op that produced a tensor, with what its backward needs (autograd/node.hpp). Opaque here:
 // tensor/ sits above autograd/, so a tensor only holds a pointer to it.
@@ -135,13 +138,17 @@ class GlobalTensor {
   // of this tensor, and every graph that saved it, sees the new values (as torch's copy_).
   void copy_(const GlobalTensor& src) {
     SPSD_CHECK(src.shape() == shape_, "copy_", "shapes differ: this is ", describe(), ", src is ", src.describe());
+    detail::check_piece("copy_", "this tensor", data());  // a raw piece smaller than its box is not written past
+    detail::check_piece("copy_", "src", src.data());
     const GlobalTensor moved = src.placement() == placement_ && src.nd_sbp() == nd_sbp_
                                    ? src
                                    : src.detach().to_global(placement_, nd_sbp_);
-    if (local_.numel() == 0 || moved.to_local().data() == local_.data()) return;
-    // Distinct storages (moved is a fresh box, or src's own when the layouts match).
+    if (!placement_.contains(rank()) || moved.to_local().data() == local_.data()) return;
+    // Distinct storages (moved is a fresh box, or src's own when the layouts match); a box's
+    // worth, which both hold (checked above).
+    const int64_t numel = box_of(shape_, placement_, nd_sbp_, rank()).numel();
     const DeviceType device = placement_.device_type();
-    detail::copy_bytes(local_.data(), device, moved.to_local().data(), device, local_.numel() * static_cast<int64_t>(sizeof(T)));
+    detail::copy_bytes(local_.data(), device, moved.to_local().data(), device, numel * static_cast<int64_t>(sizeof(T)));
   }
   std::string describe() const { return detail::describe(data()); }
 
