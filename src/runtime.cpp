@@ -14,6 +14,7 @@
 #include "spsd/core/config.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/core/shape.hpp"
+#include "spsd/runtime/device.hpp"
 #include "spsd/runtime/scheduler.hpp"
 #if SPSD_HAVE_MPI
 #include "mpi_backend.hpp"
@@ -27,8 +28,14 @@ namespace {
 thread_local Context* tls_context = nullptr;
 
 int64_t env_local_rank() {
-  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"})
-    if (const char* v = std::getenv(name)) return std::atoll(v);
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"}) {
+    const char* v = std::getenv(name);
+    if (v == nullptr) continue;
+    char* end = nullptr;
+    const long long local = std::strtoll(v, &end, 10);
+    SPSD_CHECK(end != v && *end == '\0' && local >= 0, name, "must be a non-negative integer, got \"", v, "\"");
+    return local;
+  }
   return 0;
 }
 
@@ -86,9 +93,15 @@ void Runtime::init(int* argc, char*** argv) {
 #if SPSD_HAVE_MPI
   int initialized = 0;
   MPI_Initialized(&initialized);
+  // abort_on_exception = false: Boost would call MPI_Abort(-1) when the Runtime ends during
+  // unwinding, so an spsd::Error the program catches outside the Runtime's scope (a bad
+  // SPSD_* value thrown right here, an op's error) would end the job before the program could
+  // print it. MPI_Finalize runs instead; a job whose ranks diverged is still ended by the
+  // ranks whose bounded waits time out (~Runtime below).
   if (!initialized)
-    impl_->environment = argc ? std::make_unique<boost::mpi::environment>(*argc, *argv, boost::mpi::threading::serialized)
-                              : std::make_unique<boost::mpi::environment>(boost::mpi::threading::serialized);
+    impl_->environment =
+        argc ? std::make_unique<boost::mpi::environment>(*argc, *argv, boost::mpi::threading::serialized, false)
+             : std::make_unique<boost::mpi::environment>(boost::mpi::threading::serialized, false);
   impl_->context = std::make_unique<detail::Context>();
   auto backend = std::make_unique<detail::MpiBackend>(&impl_->context->timeout);
   impl_->context->rank = backend->rank();
@@ -157,6 +170,9 @@ void check_placement(std::string_view op, const Placement& placement) {
   int64_t world = detail::context(op).world_size;
   for (int64_t r : placement.ranks())
     SPSD_CHECK(r < world, op, placement, " names rank ", r, " but the world has ", world, " ranks (0..", world - 1, ")");
+  // Before anything is gathered or moved: without a usable device (a CPU-only build, no driver)
+  // a cuda placement fails here, naming op and why, not after a collective.
+  if (placement.device_type() == DeviceType::kCUDA && placement.contains(rank())) detail::device_runtime(op);
 }
 
 Communicator& communicator(const std::vector<int64_t>& world_ranks) {
@@ -202,6 +218,7 @@ std::string runtime_info() {
 
 void simulate(int world_size, const std::function<void()>& body) {
   SPSD_CHECK(world_size >= 1, "simulate", "world_size must be at least 1, got ", world_size);
+  SPSD_CHECK(static_cast<bool>(body), "simulate", "body is empty (a default-constructed std::function)");
   auto world = std::make_shared<detail::LocalWorld>(world_size);
   std::mutex mutex;
   std::exception_ptr first;

@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Bad values in spsd's environment variables (docs/runtime.md lists them): each job runs
+# env_errors on 2 ranks with one variable set wrong, and every rank must print an spsd::Error
+# naming the variable and the value, and the job must fail; a job with valid values must pass.
+#   usage: check_env.sh MPIRUN ENV_ERRORS
+set -uo pipefail
+
+fail() { echo "check_env: FAILED: $*" >&2; exit 1; }
+[ $# -eq 2 ] || fail "usage: check_env.sh MPIRUN ENV_ERRORS"
+mpirun=$1 program=$2
+log=$(mktemp "${TMPDIR:-/tmp}/spsd-env.XXXXXX")
+trap 'rm -f "$log"' EXIT
+
+# run VAR=VALUE...: the job with these variables; sets $status, output in $log.
+run() {
+  env "$@" MPIEXEC_TIMEOUT=60 "$mpirun" -np 2 "$program" >"$log" 2>&1
+  status=$?
+}
+
+run SPSD_TIMEOUT_S=30 SPSD_SYNC=0 SPSD_INLINE_BYTES=0 SPSD_CHECK=op SPSD_LOG=boxing,dispatch
+[ "$status" -eq 0 ] && [ "$(grep -c ': ok$' "$log")" -eq 2 ] || { cat "$log" >&2; fail "valid values: exit $status"; }
+echo "check_env: valid values: both ranks ok"
+
+# bad VAR VALUE TEXT: every rank names VAR, shows VALUE and TEXT, and the job fails.
+bad() {
+  run "$1=$2"
+  local errors
+  errors=$(grep -F "spsd::Error: $1" "$log" | grep -F -- "\"$2\"" | grep -cF -- "$3")
+  [ "$status" -ne 0 ] && [ "$errors" -eq 2 ] ||
+    { cat "$log" >&2; fail "$1=$2: exit $status, $errors of 2 ranks named the variable, the value and \"$3\""; }
+  echo "check_env: $1=$2: both ranks: $(grep -m1 -o 'spsd::Error: .*' "$log")"
+}
+bad SPSD_TIMEOUT_S abc "positive number of seconds"
+bad SPSD_TIMEOUT_S -5 "positive number of seconds"
+bad SPSD_SYNC yes "must be \"1\""
+bad SPSD_INLINE_BYTES -1 "number of bytes >= 0"
+bad SPSD_INLINE_BYTES 12kb "number of bytes >= 0"
+bad SPSD_CHECK maybe "\"on\", \"op\" or \"off\""
+bad SPSD_LOG dispach "is no topic"
+echo "check_env: passed"
