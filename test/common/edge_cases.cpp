@@ -82,8 +82,12 @@ bool same_on_every_rank(double v);
 void expect_either(Run& run, const std::string& what, const GlobalTensor<float>& got, const std::vector<float>& want) {
   const std::vector<float> values = got.full().to_vector();
   run.check(what, values.size() == want.size(), "wrong element count");
-  for (size_t i = 0; i < want.size() && i < values.size(); ++i) {
-    run.check(what, same_on_every_rank(values[i]), "ranks read different values at element " + std::to_string(i));
+  // One comparison per element of want on every rank, whatever this rank read (else a rank with
+  // fewer values would leave the others waiting in same_on_every_rank).
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float v = i < values.size() ? values[i] : kNaN;
+    run.check(what, same_on_every_rank(v), "ranks read different values at element " + std::to_string(i));
+    if (i >= values.size()) continue;
     run.check(what, std::isnan(values[i]) || values[i] == want[i],
               "element " + std::to_string(i) + " is " + show(values[i]) + ", expected NaN or " + show(want[i]));
   }
@@ -285,7 +289,9 @@ void results_elsewhere(Run& run, const Placement& p) {
   run.run("combine_into: P(max) pieces with NaN reduce alike on every rank", [&] {
     std::vector<float> mine = {r == 0 ? kNaN : static_cast<float>(r), static_cast<float>(r)};
     const auto t = to_global(Tensor<float>::from_vector({2}, mine), world, sbp::partial_max);
-    const std::vector<float> whole = t.full().to_vector();
+    std::vector<float> whole = t.full().to_vector();
+    run.check("P(max) with NaN", whole.size() == 2, "full() has " + show(whole.size()) + " elements, expected 2");
+    whole.resize(2, 0.0f);
     run.check("P(max) with NaN", same_on_every_rank(whole[0]), "ranks read different values for the NaN element");
     run.check("P(max) with NaN", std::isnan(whole[0]) || whole[0] == static_cast<float>(n - 1),
               "element 0 is " + show(whole[0]) + ", expected NaN or " + show(n - 1));
@@ -295,6 +301,55 @@ void results_elsewhere(Run& run, const Placement& p) {
     for (const NdSbp& l : layouts_for(p, Shape{2}))
       expect_tensor(run, "sum " + l.to_string(), sum(host<int32_t>({2}, {std::numeric_limits<int32_t>::max(), 1}, p, l)),
                     Shape{}, std::vector<int32_t>{std::numeric_limits<int32_t>::min()});
+  });
+  // The edge table's other rows (docs/operators.md), in every layout the shape takes.
+  run.run("sum: of a 0-d tensor is its value", [&] {
+    expect_tensor(run, "sum 0-d", sum(full<float>({}, 2.5f, world, B)), Shape{}, {2.5f});
+    expect_tensor(run, "max 0-d", spsd::max(full<int64_t>({}, -7, world, B)), Shape{}, V{-7});
+  });
+  run.error("transpose: of a 0-d tensor throws", [&] { transpose(full<float>({}, 1.0f, world, B), 0, 0); },
+            {"transpose", "d0 0", "()"});
+  run.error("slice: of a 0-d tensor throws", [&] { slice(full<float>({}, 1.0f, world, B), 0, 0, 1); },
+            {"slice", "axis 0", "()"});
+  run.run("matmul: n = 0 gives an empty (m, 0)", [&] {
+    for (const NdSbp& l : layouts_for(p, Shape{2, 3}))
+      expect_tensor(run, "matmul " + l.to_string(), matmul(ones<float>({2, 3}, world, l), zeros<float>({3, 0}, world, B)),
+                    Shape{2, 0}, {});
+  });
+  run.run("slice: begin == end gives an empty axis", [&] {
+    for (const NdSbp& l : layouts_for(p, Shape{2, 3}))
+      expect_tensor(run, "slice " + l.to_string(), slice(host<float>({2, 3}, {1, 2, 3, 4, 5, 6}, world, l), 1, 2, 2),
+                    Shape{2, 0}, {});
+  });
+  run.run("mean: NaN propagates, and through add", [&] {
+    for (const NdSbp& l : layouts_for(p, Shape{4})) {
+      const auto x = host<float>({4}, {1, kNaN, 3, 4}, world, l);
+      expect_tensor(run, "mean " + l.to_string(), mean(x), Shape{}, {kNaN});
+      expect_tensor(run, "add " + l.to_string(), x + 1.0f, Shape{4}, {2, kNaN, 4, 5});
+    }
+  });
+  run.run("pick: a label >= C gives NaN, and cross_entropy a NaN loss", [&] {
+    for (const NdSbp& l : layouts_for(p, Shape{2, 3})) {
+      const auto x = host<float>({2, 3}, {0, 1, 2, 3, 4, 5}, world, l);
+      const auto labels = host<int64_t>({2}, {2, 3}, world, B);
+      expect_tensor(run, "pick " + l.to_string(), pick(x, labels), Shape{2}, {2, kNaN});
+      expect_tensor(run, "cross_entropy " + l.to_string(), cross_entropy(x, labels), Shape{}, {kNaN});
+    }
+  });
+  run.run("max: of a row of -inf on B is -inf", [&] {
+    expect_tensor(run, "max", spsd::max(host<float>({3}, {-kInf, -kInf, -kInf}, world, B)), Shape{}, {-kInf});
+    expect_tensor(run, "min", spsd::min(host<float>({2}, {kInf, kInf}, world, B)), Shape{}, {kInf});
+  });
+  run.run("div: INT64_MIN / -1 wraps to INT64_MIN", [&] {
+    constexpr int64_t lo = std::numeric_limits<int64_t>::min();
+    for (const NdSbp& l : layouts_for(p, Shape{2})) {
+      const auto x = host<int64_t>({2}, {lo, 6}, world, l);
+      expect_tensor(run, "tensor / tensor " + l.to_string(), x / host<int64_t>({2}, {-1, -1}, world, l), Shape{2}, V{lo, -6});
+      expect_tensor(run, "tensor / scalar " + l.to_string(), x / int64_t{-1}, Shape{2}, V{lo, -6});
+    }
+  });
+  run.run("gelu: of -inf is NaN, of +inf is +inf (the tanh formula evaluated in IEEE)", [&] {
+    expect_tensor(run, "gelu", gelu(host<float>({3}, {-kInf, kInf, 0}, world, B)), Shape{3}, {kNaN, kInf, 0});
   });
   run.run("to_global: zero-size local pieces", [&] {
     expect_tensor(run, "to_global", to_global(Tensor<float>(Shape{0, 3}), world, sbp::split(0)), Shape{0, 3}, {});
@@ -311,6 +366,10 @@ void results_elsewhere(Run& run, const Placement& p) {
     auto w = GlobalTensor<float>(ones<float>({2}, world, B)).requires_grad_();
     const auto d = (w * 2.0f).detach();
     run.check("detach", d.is_leaf() && !d.requires_grad(), "not a leaf without grad");
+    const auto shared = w.detach();
+    run.check("detach", shared.to_local().data() == w.to_local().data() && !shared.requires_grad(),
+              "w.detach() does not share w's storage");
+    expect_tensor(run, "detach values", d, Shape{2}, {2, 2});
   });
   run.run("GlobalTensor::zero_grad: then grad() throws, step() leaves the parameter", [&] {
     auto w = GlobalTensor<float>(ones<float>({2}, world, B)).requires_grad_();
@@ -318,6 +377,10 @@ void results_elsewhere(Run& run, const Placement& p) {
     expect_tensor(run, "grad", w.grad(), Shape{2}, {2, 2});
     w.zero_grad();
     run.check("zero_grad", !w.has_grad(), "still has a gradient");
+    expect_error(run.failures, "grad() after zero_grad", [&] { (void)w.grad(); }, {"grad", "has no gradient yet"});
+    SGD<float> sgd({w}, {.lr = 0.5});
+    sgd.step();
+    expect_tensor(run, "step after zero_grad", w, Shape{2}, {1, 1});
   });
   run.run("Optimizer::step: without a gradient leaves the parameters unchanged", [&] {
     auto w = GlobalTensor<float>(ones<float>({2}, world, sbp::split(0))).requires_grad_();
@@ -409,6 +472,12 @@ void collective_errors(Run& run, const Placement& p) {
   run.error("rdiv_scalar: an integer zero divisor in one rank's piece",
             [&] { int64_t{6} / host<int64_t>({5}, {1, 2, 3, 4, 0}, p, sbp::split(0)); },
             {"div", "integer division by zero", "is 0 at [4]"});
+  run.error("to_global: an undefined local Tensor on every rank, global shape given",
+            [&] { to_global(Tensor<float>(), p, sbp::broadcast, Shape{}); },
+            {"to_global", "rank 0 passed an undefined local Tensor", "no storage"});
+  run.error("to_global: an undefined local Tensor on the last rank",
+            [&] { to_global(r == n - 1 ? Tensor<float>() : Tensor<float>(Shape{1}), p, sbp::split(0)); },
+            {"to_global", "rank " + std::to_string(n - 1) + " passed an undefined local Tensor"});
   if (n < 2) return;
   run.error("to_global: local shapes that fit no layout",
             [&] { to_global(Tensor<float>(Shape{r + 1, 3}), p, sbp::split(0)); },

@@ -76,7 +76,7 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
   // beyond the world, a piece of 2 elements for a B tensor of 8.
   const Tensor<float> two = Tensor<float>::from_vector({2}, {1, 2});
   const GlobalTensor<float> raw_axes(Shape{2}, p, two_axes, two), raw_beyond(Shape{2}, beyond, B, two),
-      raw_small(Shape{8}, p, B, two);
+      raw_small(Shape{8}, p, B, two), raw_empty(Shape{2}, p, B, Tensor<float>());
   auto leaf = [&] { return GlobalTensor<float>(ones<float>({2, 2}, p, B)).requires_grad_(); };
 
   const std::vector<Case> more = {
@@ -108,16 +108,20 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
        {"Placement::rank_at", "[0, 0]", "do not match mesh"}},
       {"mesh_group: mesh axis 1 of a 1-d mesh", [&] { mesh_group(p, r, {1}); },
        {"mesh_group", "mesh axis 1", "(" + N + ",)"}},
+      {"mesh_group: a repeated mesh axis", [&] { mesh_group(p, r, {0, 0}); },
+       {"mesh_group", "mesh axis 0 is repeated", "[0, 0]"}},
       {"check_placement: a rank beyond the world", [&] { check_placement("my_op", beyond); },
        {"my_op", "names rank " + N, "the world has " + N + " ranks"}},
       {"sbp::split: negative axis", [] { sbp::split(-1); }, {"sbp::split", "non-negative", "-1"}},
+      {"sbp::partial: an invalid ReduceOp", [] { sbp::partial(static_cast<ReduceOp>(7)); },
+       {"sbp::partial", "invalid value 7"}},
       {"Sbp::axis: of B", [] { (void)sbp::broadcast.axis(); }, {"Sbp::axis", "B is not a split"}},
       {"Sbp::reduce_op: of S(0)", [] { (void)sbp::split(0).reduce_op(); }, {"Sbp::reduce_op", "S(0) is not partial"}},
       {"NdSbp: no Sbp", [] { NdSbp(std::vector<Sbp>{}); }, {"NdSbp", "at least one Sbp"}},
       {"NdSbp::operator[]: mesh axis 1 of a 1-d NdSbp", [] { (void)NdSbp(sbp::broadcast)[1]; },
        {"NdSbp", "mesh axis 1", "(B)"}},
-      {"balanced_range: part 2 of 2", [] { balanced_range(5, 2, 2); }, {"balanced_split", "part 2 of 5", "2 parts"}},
-      {"balanced_range: negative n", [] { balanced_range(-1, 2, 0); }, {"balanced_split", "-1 elements"}},
+      {"balanced_range: part 2 of 2", [] { balanced_range(5, 2, 2); }, {"balanced_range", "part 2 of 5", "2 parts"}},
+      {"balanced_range: negative n", [] { balanced_range(-1, 2, 0); }, {"balanced_range", "-1 elements"}},
       {"balanced_split: 0 parts", [] { balanced_split(5, 0); }, {"balanced_split", "5 elements into 0 parts"}},
       {"check_layout: two Sbps on a 1-d mesh", [&] { check_layout("my_op", Shape{4}, p.mesh(), two_axes); },
        {"my_op", "(B, B) has 2 entries", "has 1 axes"}},
@@ -127,11 +131,26 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
        {"box_of", "rank " + N, "is not in", P}},
       {"boxes_of: two Sbps on a 1-d mesh", [&] { boxes_of(Shape{4}, p, two_axes); }, {"boxes_of", "2 entries"}},
       {"local_shape: split axis 2 of a 2-d tensor", [&] { local_shape(Shape{4, 3}, p, sbp::split(2), r); },
-       {"box_of", "splits axis 2", "(4, 3)"}},
+       {"local_shape", "splits axis 2", "(4, 3)"}},
+      {"local_shape: a rank outside the placement", [&] { local_shape(Shape{4}, p, S0, n); },
+       {"local_shape", "rank " + N, "is not in", P}},
+      {"box_at: coords of the wrong length", [&] { box_at(Shape{4}, p.mesh(), S0, {}); },
+       {"box_at", "coords []", "one entry per axis of mesh (" + N + ",)"}},
+      {"box_at: split axis 1 of a 1-d shape", [&] { box_at(Shape{4}, p.mesh(), S1, {0}); },
+       {"box_at", "splits axis 1", "(4,)"}},
+      {"box_at: coordinate n of an n-rank axis", [&] { box_at(Shape{4}, p.mesh(), S0, {n}); },
+       {"balanced_range", "part " + N + " of 4", N + " parts"}},
+      {"intersect: boxes of 1 and 2 axes", [] { intersect(full_box(Shape{2}), full_box(Shape{2, 2})); },
+       {"intersect", "[0:2]", "[0:2, 0:2]", "different numbers of axes"}},
+      {"overlap: boxes of 2 and 1 axes", [] { overlap(full_box(Shape{2, 2}), full_box(Shape{2})); },
+       {"overlap", "different numbers of axes"}},
       {"holds_partial_value: a rank outside the placement", [&] { holds_partial_value(p, sbp::partial_sum, n); },
-       {"Placement::coords", "rank " + N}},
+       {"holds_partial_value", "rank " + N, "is not in", P}},
+      {"holds_partial_value: two Sbps on a 1-d mesh", [&] { holds_partial_value(p, two_axes, r); },
+       {"holds_partial_value", "(B, B) has 2 entries", "has 1 axes"}},
       {"filler_op: a rank outside the placement", [&] { filler_op(p, sbp::partial_max, n + 1); },
-       {"Placement::coords", "rank " + to_string(n + 1)}},
+       {"filler_op", "rank " + to_string(n + 1), "is not in", P}},
+      {"filler_op: two Sbps on a 1-d mesh", [&] { filler_op(p, two_axes, r); }, {"filler_op", "(B, B) has 2 entries"}},
       {"layout_diagram: split axis 3 of a 2-d tensor", [&] { layout_diagram(Shape{4, 3}, p, sbp::split(3)); },
        {"layout_diagram", "splits axis 3", "(4, 3)"}},
       // runtime without a Runtime, and bad values
@@ -170,6 +189,17 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
        {"to_global", "splits axis 2", "(4, 3)"}},
       {"GlobalTensor::to_global: a placement beyond the world", [&] { x.to_global(beyond, B); },
        {"to_global", "names rank " + N, "world has " + N + " ranks"}},
+      {"GlobalTensor::to_global: a raw piece too small", [&] { raw_small.to_global(S0); },
+       {"to_global", "the tensor holds 8 bytes on rank " + R, "(8,) (B)", "needs 32 bytes"}},
+      {"GlobalTensor::to_global: a raw tensor with two Sbps", [&] { raw_axes.to_global(B); },
+       {"to_global", "(B, B) has 2 entries", "1 axes"}},
+      {"GlobalTensor::to_global: a raw tensor without local data", [&] { raw_empty.to_global(S0); },
+       {"to_global", "the tensor holds no data on rank " + R}},
+      {"GlobalTensor::copy_: into a raw piece too small", [&] { GlobalTensor<float>(raw_small).copy_(ones<float>({8}, p, B)); },
+       {"copy_", "this tensor holds 8 bytes on rank " + R, "needs 32 bytes"}},
+      {"GlobalTensor::copy_: from a raw piece too small", [&] { zeros<float>({8}, p, B).copy_(raw_small); },
+       {"copy_", "src holds 8 bytes on rank " + R, "needs 32 bytes"}},
+      {"GlobalTensor::full: a raw piece too small", [&] { raw_small.full(); }, {"to_global", "holds 8 bytes"}},
       {"GlobalTensor::from_data: int64 data as float", [&] { GlobalTensor<float>::from_data(xi.data()); },
        {"GlobalTensor", "dtype int64 wrapped as float32"}},
       {"GlobalTensor::requires_grad_: an integer tensor", [&] { GlobalTensor<int64_t>(xi).requires_grad_(); },
@@ -198,7 +228,9 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
        {"to_global", "splits axis 1", "(2,)"}},
       // boxing
       {"explain_boxing: split axis 1 of a 1-d tensor", [&] { explain_boxing(Shape{4}, DType::kFloat32, p, S1, p, B); },
-       {"plan_boxing", "splits axis 1", "(4,)"}},
+       {"explain_boxing", "splits axis 1", "(4,)"}},
+      {"plan_boxing: an invalid DType", [&] { plan_boxing(Shape{4}, static_cast<DType>(9), Layout{p, B}, Layout{p, S0}); },
+       {"plan_boxing", "dtype has the invalid value 9"}},
       {"plan_boxing: two Sbps on a 1-d mesh",
        [&] { plan_boxing(Shape{4}, DType::kFloat32, Layout{p, B}, Layout{p, two_axes}); },
        {"plan_boxing", "(B, B) has 2 entries"}},
@@ -228,6 +260,8 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
       {"mul_scalar: a raw piece too small", [&] { mul(raw_small, 2.0f); },
        {"mul_scalar", "input 0", "8 bytes", "32 bytes", "rank " + R}},
       {"rdiv_scalar: a raw tensor beyond the world", [&] { div(1.0f, raw_beyond); }, {"rdiv_scalar", "names rank " + N}},
+      {"dispatch: an input without local data", [&] { relu(raw_empty); },
+       {"relu", "input 0 holds no data on rank " + R, "which is in " + P}},
       {"dispatch: a raw piece too small for a binary op", [&] { add(raw_small, raw_small); },
        {"add", "input 0", "holds 8 bytes", "(8,)", "needs 32 bytes"}},
       {"neg: a raw tensor with two Sbps", [&] { neg(raw_axes); }, {"neg", "(B, B) has 2 entries"}},
@@ -296,13 +330,15 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
       {"embedding: inputs on different placements", [&] { embedding(x, idx_g); }, {"embedding", "share one placement"}},
       {"pick: labels of another length", [&] { pick(x, zeros<int64_t>({3}, p, B)); },
        {"pick", "(N, C)", "(4, 3)", "(3,)"}},
+      {"pick: an int64 x", [&] { pick(xi, idx); }, {"pick", "x must be floating", "int64"}},
+      {"cross_entropy: int64 logits", [&] { cross_entropy(xi, idx); }, {"cross_entropy", "logits must be floating", "int64"}},
       {"pick: 1-d x", [&] { pick(v, zeros<int64_t>({3}, p, B)); }, {"pick", "x is (3,)"}},
       {"cross_entropy: 1-d logits", [&] { cross_entropy(v, idx); }, {"cross_entropy", "(N, C)", "(3,)"}},
       {"cross_entropy: 2-d labels", [&] { cross_entropy(x, xi); }, {"cross_entropy", "labels must be (N)", "(4, 3)"}},
       {"cross_entropy: N of 4 and 3", [&] { cross_entropy(x, zeros<int64_t>({3}, p, B)); },
        {"cross_entropy", "different N", "(4, 3)", "(3,)"}},
       {"cross_entropy: inputs on different placements", [&] { cross_entropy(x, idx_g); },
-       {"pick", "share one placement"}},
+       {"cross_entropy", "share one placement", "logits are on " + P, "labels on " + G}},
       // autograd
       {"backward: a loss of 4 elements", [&] { backward(sum(leaf(), {1})); },
        {"backward", "must be a scalar", "(2,) float32"}},
@@ -343,8 +379,19 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
          {"device_allocator_stats", "cuda"}},
         {"empty_device_cache: without a usable device", [] { empty_device_cache(); }, {"empty_device_cache", "cuda"}},
         {"cuda_available: a cuda placement then fails", [&] { zeros<float>({2}, Placement("cuda", all_ranks), B); },
-         {"cuda"}},
+         {"zeros", "cuda"}},
         {"Tensor::to: cuda without a usable device", [&] { two.to(DeviceType::kCUDA); }, {"cuda"}},
+        {"Tensor: a cuda tensor without a usable device", [] { Tensor<float>(Shape{2}, DeviceType::kCUDA); },
+         {"Storage::allocate", "cuda"}},
+        {"Tensor::from_vector: onto cuda without a usable device",
+         [] { Tensor<float>::from_vector({2}, {1, 2}, DeviceType::kCUDA); }, {"Storage::allocate", "cuda"}},
+        // Refused before any rank gathers or moves anything (run_cases checks no traffic).
+        {"GlobalTensor::to_global: to a cuda placement without a usable device",
+         [&] { x.to_global(Placement("cuda", all_ranks), S0); }, {"to_global", "cuda"}},
+        {"to_global: a cuda placement without a usable device", [&] { to_global(two, Placement("cuda", all_ranks), B); },
+         {"to_global", "cuda"}},
+        {"from_host: a cuda placement without a usable device", [&] { from_host(two, Placement("cuda", all_ranks), B); },
+         {"from_host", "cuda"}},
     };
     cases.insert(cases.end(), no_device.begin(), no_device.end());
   }
@@ -370,37 +417,44 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //   core/reduce_op.hpp      reduce_identity (e), wrapping_add (e: wraps), combine_into (e: NaN)
 //   layout/placement.hpp    Placement (empty, "tpu", negative, duplicate, ragged rows, mesh/count
 //                           mismatch), parse_device_type, Placement::coords, Placement::rank_at,
-//                           Placement::contains (e), mesh_group, check_placement (beyond the world)
-//   layout/sbp.hpp          sbp::split (negative axis), Sbp::axis, Sbp::reduce_op, sbp::partial (e)
+//                           Placement::contains (e), mesh_group (axis out of range, repeated),
+//                           check_placement (beyond the world)
+//   layout/sbp.hpp          sbp::split (negative axis), Sbp::axis, Sbp::reduce_op, sbp::partial
+//                           (invalid op; e)
 //   layout/nd_sbp.hpp       NdSbp (empty), NdSbp::operator[]
 //   layout/split.hpp        balanced_range, balanced_split, check_layout, box_of, boxes_of,
-//                           local_shape, intersect (e), overlap (e), full_box (e), box_at (e)
-//   layout/partial.hpp      holds_partial_value, filler_op (rank outside the placement)
+//                           local_shape, intersect and overlap (axes differ; e), full_box (e),
+//                           box_at (coords, split axis; e)
+//   layout/partial.hpp      holds_partial_value, filler_op (rank outside the placement, nd_sbp
+//                           length)
 //   layout/diagram.hpp      layout_diagram (bad layout; e: empty pieces)
 //   comm/communicator.hpp   Communicator::all_reduce .. ::send_recv (counts, roots, peers, null
-//                           buffers), displacements (e)
+//                           buffers, invalid DType/ReduceOp), displacements (e)
 //   comm/stats.hpp          comm_stats, reset_comm_stats (without a Runtime)
 //   comm/traffic.hpp        traffic::all_reduce (e: nothing for count 0 or one rank)
 //   runtime/runtime.hpp     Runtime, rank, world_size, local_rank, synchronize, simulate,
 //                           communicator, world_communicator, set_timeout, timeout, runtime_info
-//                           (without a Runtime / bad values), check_placement
+//                           (without a Runtime / bad values; simulate: empty body), check_placement
 //   runtime/scheduler.hpp   set_inline_bytes (negative), set_synchronous, synchronous,
 //                           inline_bytes, comm_stream_stats, reset_comm_stream_stats (no Runtime)
 //   runtime/device.hpp      device, device_allocator_stats, empty_device_cache, cuda_available
-//                           (without a usable device: an Error naming why)
+//                           (without a usable device: an Error naming why, and cuda placements,
+//                           tensors and factories refused before any communication)
 //   tensor/storage.hpp      Storage::allocate (negative bytes)
 //   tensor/tensor.hpp       Tensor (storage too small), Tensor::from_vector (count), Tensor::to
 //                           (cuda without a device), Tensor::to_vector (e: undefined tensor)
-//   tensor/global_tensor.hpp GlobalTensor::to_global (both forms: bad nd_sbp, beyond the world),
-//                           GlobalTensor::full (e), GlobalTensor::to_local (e: outside the
+//   tensor/global_tensor.hpp GlobalTensor::to_global (both forms: bad nd_sbp, beyond the world;
+//                           raw tensors: bad nd_sbp, no piece, piece too small), GlobalTensor::full
+//                           (raw piece too small; e), GlobalTensor::to_local (e: outside the
 //                           placement), GlobalTensor::from_data (dtype), requires_grad_ (integer,
-//                           non-leaf), grad (three ways), copy_ (shape), detach (e), zero_grad (e)
+//                           non-leaf), grad (three ways), copy_ (shape, raw pieces too small on
+//                           either side), detach (e), zero_grad (e)
 //   tensor/factory.hpp      zeros, ones, full, arange, rand, randn, from_host (bad layouts, beyond
 //                           the world, negative n, undefined tensor; e: empty shapes, data
 //                           differing across ranks), to_global(local, ...) (both forms; e: local
-//                           shapes that fit no layout)
+//                           shapes that fit no layout, an undefined local Tensor on any rank)
 //   tensor/random.hpp       philox::uniform, philox::normal (e: range at extreme indices)
-//   boxing/planner.hpp      explain_boxing, plan_boxing (bad layouts)
+//   boxing/planner.hpp      explain_boxing, plan_boxing (bad layouts, invalid DType)
 //   boxing/cost.hpp         cost_model, latency_rounds, step_cost_us (e: one rank costs no rounds)
 //   op/resolve.hpp          resolve (input count mismatch), op_schema (through resolve)
 //   op/elementwise.hpp      add, sub, mul, div (shapes, dtypes, placements, integer / 0),
@@ -412,9 +466,9 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //   op/softmax.hpp          softmax, log_softmax (axis, integer; e: empty axis, NaN rows)
 //   op/shape_ops.hpp        transpose, permute, reshape (three forms), slice, concat (two forms)
 //   op/index.hpp            embedding, pick (shapes, dtypes; e: no indices, out of range)
-//   op/loss.hpp             cross_entropy (shapes; e: N = 0, C = 0, NaN logits)
-//   op/dispatch.hpp         every op: raw GlobalTensors whose nd_sbp, placement or piece does not
-//                           fit (the dispatch path's own checks)
+//   op/loss.hpp             cross_entropy (shapes, dtype, placements; e: N = 0, C = 0, NaN logits)
+//   op/dispatch.hpp         every op: raw GlobalTensors whose nd_sbp, placement or piece
+//                           (missing, too small) does not fit (the dispatch path's own checks)
 //   autograd/backward.hpp   backward (not a scalar, no grad, gradient shape)
 //   autograd/node.hpp       NoGradGuard, is_grad_enabled (e: nothing recorded under it)
 //   autograd/optim.hpp      SGD, Adam, AdamW (no parameters, not requiring grad, listed twice,
@@ -528,6 +582,21 @@ int run_misuse_catalogue(Failures& failures) {
        {"send_recv", "send data is null", "2 elements"}},
       {"Communicator::send_recv: null recv data", [&] { c.send_recv({}, std::vector<spsd::RecvSpec>{{r, nullptr, 2}}, f32); },
        {"send_recv", "recv data is null", "2 elements"}},
+      // Enum values cast from integers that name nothing.
+      {"Communicator::all_reduce: an invalid ReduceOp", [&] { c.all_reduce(x, y, 1, f32, static_cast<ReduceOp>(7)); },
+       {"all_reduce", "reduce op has the invalid value 7"}},
+      {"Communicator::all_reduce: an invalid DType", [&] { c.all_reduce(x, y, 1, static_cast<DType>(9), sum); },
+       {"all_reduce", "dtype has the invalid value 9"}},
+      {"Communicator::reduce_scatter: an invalid ReduceOp", [&] { c.reduce_scatter(x, y, 1, f32, static_cast<ReduceOp>(-1)); },
+       {"reduce_scatter", "reduce op has the invalid value -1"}},
+      {"Communicator::all_gather: an invalid DType", [&] { c.all_gather(x, y, 1, static_cast<DType>(9)); },
+       {"all_gather", "dtype has the invalid value 9"}},
+      {"Communicator::all_to_all: an invalid DType", [&] { c.all_to_all(x, y, 1, static_cast<DType>(4)); },
+       {"all_to_all", "dtype has the invalid value 4"}},
+      {"Communicator::broadcast: an invalid DType", [&] { c.broadcast(y, 1, static_cast<DType>(9), 0); },
+       {"broadcast", "dtype has the invalid value 9"}},
+      {"Communicator::send_recv: an invalid DType", [&] { c.send_recv({}, {}, static_cast<DType>(9)); },
+       {"send_recv", "dtype has the invalid value 9"}},
       // communicator() over bad rank lists.
       {"communicator: with a rank outside the world", [&] { spsd::communicator(outside); },
        {"communicator", list(outside), "rank " + N, "world has " + N + " ranks"}},
@@ -543,6 +612,7 @@ int run_misuse_catalogue(Failures& failures) {
       {"Runtime: a second Runtime on this thread", [] { spsd::Runtime second; }, {"Runtime", "already active"}},
       {"simulate: simulate(0)", [] { spsd::simulate(0, [] {}); }, {"simulate", "world_size", "got 0"}},
       {"simulate: simulate(-3)", [] { spsd::simulate(-3, [] {}); }, {"simulate", "world_size", "got -3"}},
+      {"simulate: an empty body", [] { spsd::simulate(2, std::function<void()>{}); }, {"simulate", "body is empty"}},
       {"rank: without a Runtime", [] { on_fresh_thread([] { spsd::rank(); }); }, {"rank", "no spsd::Runtime"}},
       {"world_size: without a Runtime", [] { on_fresh_thread([] { spsd::world_size(); }); },
        {"world_size", "no spsd::Runtime"}},

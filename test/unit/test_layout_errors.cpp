@@ -75,8 +75,8 @@ TEST_CASE("errors: balanced_split arguments", "[errors][split]") {
   CHECK_THAT(ERROR_OF(balanced_split(-1, 2)), ContainsAll({"balanced_split", "-1 elements", "2 parts"}));
   CHECK_THAT(ERROR_OF(balanced_split(4, 0)), ContainsAll({"balanced_split", "4 elements", "0 parts"}));
   CHECK_THAT(ERROR_OF(balanced_split(4, -2)), ContainsAll({"balanced_split", "4 elements", "-2 parts"}));
-  CHECK_THAT(ERROR_OF(balanced_range(4, 2, 2)), ContainsAll({"balanced_split", "part 2", "4 elements", "2 parts"}));
-  CHECK_THAT(ERROR_OF(balanced_range(4, 2, -1)), ContainsAll({"balanced_split", "part -1"}));
+  CHECK_THAT(ERROR_OF(balanced_range(4, 2, 2)), ContainsAll({"balanced_range", "part 2", "4 elements", "2 parts"}));
+  CHECK_THAT(ERROR_OF(balanced_range(4, 2, -1)), ContainsAll({"balanced_range", "part -1"}));
 }
 
 TEST_CASE("errors: Shape", "[errors][shape]") {
