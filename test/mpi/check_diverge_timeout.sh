@@ -34,6 +34,13 @@ expect() {
 # sleeping rank's 6 s (nor after MPIEXEC_TIMEOUT's 60).
 for mode in check create collective; do
   run "$mode"
+  # Open MPI 4.1's mpirun itself sometimes segfaults in its PMIx thread while handling
+  # MPI_Abort (2 of about 50 aborting jobs here), which delays killing the sleeping rank: not spsd's
+  # doing, so such a job is run once more (and says so).
+  if grep -q "Signal: Segmentation fault" "$log" && grep -q "libpmix" "$log"; then
+    echo "check_diverge_timeout: mode $mode: mpirun crashed in libpmix while aborting; running it again"
+    run "$mode"
+  fi
   [ "$status" -ne 0 ] || { cat "$log" >&2; fail "mode $mode: the job exited 0"; }
   grep -q "slept 6 s" "$log" && { cat "$log" >&2; fail "mode $mode: the job waited for the sleeping rank"; }
   [ "$(echo "$seconds < 20" | bc)" -eq 1 ] || { cat "$log" >&2; fail "mode $mode: took $seconds s"; }
