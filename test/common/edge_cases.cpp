@@ -423,7 +423,10 @@ void results_elsewhere(Run& run, const Placement& p) {
     run.check("intersect", intersect(Box{{0}, {2}}, Box{{3}, {5}}).empty(), "not empty");
   });
   run.run("overlap: 0 for disjoint boxes", [&] { run.check("overlap", overlap(Box{{0}, {2}}, Box{{3}, {5}}) == 0, "not 0"); });
-  run.run("full_box: of a 0-d shape", [&] { run.check("full_box", full_box(Shape{}).numel() == 1, "not one element"); });
+  run.run("full_box: of a 0-d shape", [&] {
+    const Box b = full_box(Shape{});
+    run.check("full_box", b.ndim() == 0 && b.numel() == 1 && !b.empty() && b.shape() == Shape{}, "not one element of shape ()");
+  });
   run.run("box_at: pieces of an axis shorter than the mesh are empty", [&] {
     for (int64_t k = 0; k < n; ++k)
       run.check("box_at", box_at(Shape{1}, Shape{n}, sbp::split(0), {k}).numel() == (k == 0 ? 1 : 0), "piece " + show(k));
@@ -431,6 +434,11 @@ void results_elsewhere(Run& run, const Placement& p) {
   run.run("layout_diagram: empty pieces are named", [&] {
     const std::string d = layout_diagram(zeros<float>({0, 3}, world, sbp::split(0)));
     run.check("layout_diagram", d.find("(empty)") != std::string::npos, "no (empty) in:\n" + d);
+  });
+  run.run("to_string(CollectiveKind): an invalid value is named, not read past the names", [&] {
+    run.check("to_string", spsd::to_string(CollectiveKind::kBarrier) == "barrier" &&
+                               spsd::to_string(static_cast<CollectiveKind>(7)) == "invalid collective kind",
+              "wrong names");
   });
   run.run("displacements: counts with zeros", [&] {
     const V counts = {0, 2, 0, 3};

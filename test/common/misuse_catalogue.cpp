@@ -129,7 +129,8 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
        {"box_of", "splits axis 1", "(4,)", "1 axes"}},
       {"box_of: a rank outside the placement", [&] { box_of(Shape{4}, p, S0, n); },
        {"box_of", "rank " + N, "is not in", P}},
-      {"boxes_of: two Sbps on a 1-d mesh", [&] { boxes_of(Shape{4}, p, two_axes); }, {"boxes_of", "2 entries"}},
+      {"boxes_of: two Sbps on a 1-d mesh", [&] { boxes_of(Shape{4}, p, two_axes); },
+       {"boxes_of", "(B, B) has 2 entries", "(" + N + ",) has 1 axes"}},
       {"local_shape: split axis 2 of a 2-d tensor", [&] { local_shape(Shape{4, 3}, p, sbp::split(2), r); },
        {"local_shape", "splits axis 2", "(4, 3)"}},
       {"local_shape: a rank outside the placement", [&] { local_shape(Shape{4}, p, S0, n); },
@@ -153,6 +154,21 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
       {"filler_op: two Sbps on a 1-d mesh", [&] { filler_op(p, two_axes, r); }, {"filler_op", "(B, B) has 2 entries"}},
       {"layout_diagram: split axis 3 of a 2-d tensor", [&] { layout_diagram(Shape{4, 3}, p, sbp::split(3)); },
        {"layout_diagram", "splits axis 3", "(4, 3)"}},
+      // byte accounting and signatures
+      {"traffic::broadcast: 0 members", [] { traffic::broadcast(4, 0, 0, 0); },
+       {"traffic::broadcast", "rank 0 is not one of the 0 members"}},
+      {"traffic::broadcast: root 5 of 2", [] { traffic::broadcast(4, 2, 0, 5); }, {"traffic::broadcast", "root 5"}},
+      {"traffic::reduce_scatter: rank 2 of 2 counts", [] { traffic::reduce_scatter(V{1, 2}, 2); },
+       {"traffic::reduce_scatter", "rank 2 is not one of the 2 members"}},
+      {"traffic::all_reduce: rank -1", [] { traffic::all_reduce(8, 2, -1); }, {"traffic::all_reduce", "rank -1"}},
+      {"CommStats::calls_of: an invalid kind", [] { (void)CommStats{}.calls_of(static_cast<CollectiveKind>(9)); },
+       {"CommStats::calls_of", "invalid collective kind value 9"}},
+      {"nd_signature: an empty choice",
+       [] { nd_signature(std::vector<Signature>{uniform_signature(1, sbp::broadcast)}, std::vector<size_t>{}); },
+       {"nd_signature", "got none"}},
+      {"nd_signature: a choice beyond the table",
+       [] { nd_signature(std::vector<Signature>{uniform_signature(1, sbp::broadcast)}, std::vector<size_t>{0, 3}); },
+       {"nd_signature", "choice 3", "table of 1 signatures"}},
       // runtime without a Runtime, and bad values
       {"local_rank: without a Runtime", [] { on_fresh_thread([] { local_rank(); }); }, {"local_rank", "no spsd::Runtime"}},
       {"synchronize: without a Runtime", [] { on_fresh_thread([] { synchronize(); }); },
@@ -175,6 +191,9 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
       {"set_inline_bytes: -1", [] { set_inline_bytes(-1); }, {"set_inline_bytes", ">= 0", "-1"}},
       {"communicator: placement beyond the world", [&] { communicator(beyond); }, {"communicator", "rank " + N}},
       // tensors
+      {"Storage::adopt: a result smaller than the pending storage",
+       [] { Storage::allocate_pending(16, DeviceType::kCPU)->adopt(Storage::allocate(8, DeviceType::kCPU)); },
+       {"Storage::adopt", "16 bytes cannot take 8 bytes"}},
       {"Storage::allocate: -8 bytes", [] { Storage::allocate(-8, DeviceType::kCPU); },
        {"Storage::allocate", "non-negative", "-8"}},
       {"Tensor: storage too small for the shape", [] { Tensor<float>(Shape{4}, Storage::allocate(8, DeviceType::kCPU)); },
@@ -217,7 +236,8 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
       {"full: a placement beyond the world", [&] { full<int32_t>({4}, 7, beyond, B); },
        {"full", "names rank " + N, "world has " + N + " ranks"}},
       {"arange: n = -2", [&] { arange<int64_t>(-2, p, S0); }, {"arange", "non-negative", "-2"}},
-      {"rand: split axis 2 of a 2-d tensor", [&] { rand<float>({2, 2}, p, sbp::split(2)); }, {"rand", "splits axis 2"}},
+      {"rand: split axis 2 of a 2-d tensor", [&] { rand<float>({2, 2}, p, sbp::split(2)); },
+       {"rand", "splits axis 2", "(2, 2)", "2 axes"}},
       {"randn: a placement beyond the world", [&] { randn<double>({3}, beyond, S0, 5); }, {"randn", "names rank " + N}},
       {"from_host: split axis 1 of a 1-d tensor", [&] { from_host(two, p, S1); }, {"from_host", "splits axis 1", "(2,)"}},
       {"from_host: an undefined Tensor", [&] { from_host(Tensor<float>(), p, B); },
@@ -367,6 +387,22 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
        {"Adam", "eps must be in", "got 0"}},
       {"AdamW: weight_decay -0.5", [&] { AdamW<float>({leaf()}, {.weight_decay = -0.5}); },
        {"AdamW", "weight_decay must be in", "got -0.5"}},
+      {"SGD: load_state with 2 momenta for 1 parameter",
+       [&] { SGD<float>({leaf()}, {.momentum = 0.9}).load_state({std::vector<std::optional<GlobalTensor<float>>>(2)}); },
+       {"SGD", "load_state: momentum has 2 entries for 1 parameters"}},
+      {"Adam: load_state with steps -1", [&] { Adam<float>({leaf()}, {}).load_state({.steps = -1}); },
+       {"Adam", "load_state: steps must be non-negative, got -1"}},
+      {"Adam: load_state with an exp_avg_sq of another shape, leaving the state as it was",
+       [&] {
+         Adam<float> adam({leaf()}, {});
+         try {
+           adam.load_state({.steps = 2, .exp_avg = {zeros<float>({2, 2}, p, B)}, .exp_avg_sq = {zeros<float>({3}, p, B)}});
+         } catch (const Error&) {
+           if (adam.state().steps != 0 || adam.state().exp_avg[0]) throw Error("Adam: a rejected load_state was half taken");
+           throw;
+         }
+       },
+       {"Adam", "load_state: exp_avg_sq 0 is (3,) float32", "its parameter is (2, 2) float32"}},
       {"AdamW: beta2 NaN", [&] { AdamW<float>({leaf()}, {.beta2 = std::nan("")}); }, {"AdamW", "beta2", "got nan"}},
   };
   cases.insert(cases.end(), more.begin(), more.end());
@@ -374,24 +410,26 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
   // Without a usable CUDA device (every CPU-only build), cuda entry points name why.
   if (!cuda_available()) {
     const std::vector<Case> no_device = {
-        {"device: without a usable device", [] { device(); }, {"device", "cuda"}},
+        {"device: without a usable device", [] { device(); }, {"device", "cuda tensors need"}},
         {"device_allocator_stats: without a usable device", [] { device_allocator_stats(); },
-         {"device_allocator_stats", "cuda"}},
-        {"empty_device_cache: without a usable device", [] { empty_device_cache(); }, {"empty_device_cache", "cuda"}},
+         {"device_allocator_stats", "cuda tensors need"}},
+        {"empty_device_cache: without a usable device", [] { empty_device_cache(); },
+         {"empty_device_cache", "cuda tensors need"}},
         {"cuda_available: a cuda placement then fails", [&] { zeros<float>({2}, Placement("cuda", all_ranks), B); },
-         {"zeros", "cuda"}},
-        {"Tensor::to: cuda without a usable device", [&] { two.to(DeviceType::kCUDA); }, {"cuda"}},
+         {"zeros", "cuda tensors need"}},
+        {"Tensor::to: cuda without a usable device", [&] { two.to(DeviceType::kCUDA); },
+         {"Storage::allocate", "cuda tensors need"}},
         {"Tensor: a cuda tensor without a usable device", [] { Tensor<float>(Shape{2}, DeviceType::kCUDA); },
-         {"Storage::allocate", "cuda"}},
+         {"Storage::allocate", "cuda tensors need"}},
         {"Tensor::from_vector: onto cuda without a usable device",
-         [] { Tensor<float>::from_vector({2}, {1, 2}, DeviceType::kCUDA); }, {"Storage::allocate", "cuda"}},
+         [] { Tensor<float>::from_vector({2}, {1, 2}, DeviceType::kCUDA); }, {"Storage::allocate", "cuda tensors need"}},
         // Refused before any rank gathers or moves anything (run_cases checks no traffic).
         {"GlobalTensor::to_global: to a cuda placement without a usable device",
-         [&] { x.to_global(Placement("cuda", all_ranks), S0); }, {"to_global", "cuda"}},
+         [&] { x.to_global(Placement("cuda", all_ranks), S0); }, {"to_global", "cuda tensors need"}},
         {"to_global: a cuda placement without a usable device", [&] { to_global(two, Placement("cuda", all_ranks), B); },
-         {"to_global", "cuda"}},
+         {"to_global", "cuda tensors need"}},
         {"from_host: a cuda placement without a usable device", [&] { from_host(two, Placement("cuda", all_ranks), B); },
-         {"from_host", "cuda"}},
+         {"from_host", "cuda tensors need"}},
     };
     cases.insert(cases.end(), no_device.begin(), no_device.end());
   }
@@ -430,8 +468,11 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //   layout/diagram.hpp      layout_diagram (bad layout; e: empty pieces)
 //   comm/communicator.hpp   Communicator::all_reduce .. ::send_recv (counts, roots, peers, null
 //                           buffers, invalid DType/ReduceOp), displacements (e)
-//   comm/stats.hpp          comm_stats, reset_comm_stats (without a Runtime)
-//   comm/traffic.hpp        traffic::all_reduce (e: nothing for count 0 or one rank)
+//   comm/stats.hpp          comm_stats, reset_comm_stats (without a Runtime), CommStats::calls_of
+//                           (invalid kind), to_string(CollectiveKind) (e: an invalid value named)
+//   comm/traffic.hpp        traffic::all_reduce (rank outside; e: nothing for count 0 or one
+//                           rank), traffic::reduce_scatter, traffic::broadcast (member outside)
+//   op/signature.hpp        nd_signature (empty choice, a choice beyond the table)
 //   runtime/runtime.hpp     Runtime, rank, world_size, local_rank, synchronize, simulate,
 //                           communicator, world_communicator, set_timeout, timeout, runtime_info
 //                           (without a Runtime / bad values; simulate: empty body), check_placement
@@ -440,7 +481,7 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //   runtime/device.hpp      device, device_allocator_stats, empty_device_cache, cuda_available
 //                           (without a usable device: an Error naming why, and cuda placements,
 //                           tensors and factories refused before any communication)
-//   tensor/storage.hpp      Storage::allocate (negative bytes)
+//   tensor/storage.hpp      Storage::allocate (negative bytes), Storage::adopt (result too small)
 //   tensor/tensor.hpp       Tensor (storage too small), Tensor::from_vector (count), Tensor::to
 //                           (cuda without a device), Tensor::to_vector (e: undefined tensor)
 //   tensor/global_tensor.hpp GlobalTensor::to_global (both forms: bad nd_sbp, beyond the world;
@@ -472,7 +513,8 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //   autograd/backward.hpp   backward (not a scalar, no grad, gradient shape)
 //   autograd/node.hpp       NoGradGuard, is_grad_enabled (e: nothing recorded under it)
 //   autograd/optim.hpp      SGD, Adam, AdamW (no parameters, not requiring grad, listed twice,
-//                           partial, options out of range), Optimizer::step (e: no gradient),
+//                           partial, options out of range, load_state: entry count, shape,
+//                           steps, nothing taken when rejected), Optimizer::step (e: no gradient),
 //                           Optimizer::zero_grad (e)
 // Not listed: spsd::kernel (internal: called by the ops only, after their checks), spsd::detail,
 // and io/checkpoint.hpp (its own suite).
@@ -487,12 +529,13 @@ const std::vector<std::string>& public_api() {
       "Communicator::all_reduce", "Communicator::reduce_scatter", "Communicator::reduce_scatter_v",
       "Communicator::all_gather", "Communicator::all_gather_v", "Communicator::all_to_all",
       "Communicator::all_to_all_v", "Communicator::broadcast", "Communicator::send_recv", "displacements",
-      "comm_stats", "reset_comm_stats", "traffic::all_reduce",
+      "comm_stats", "reset_comm_stats", "CommStats::calls_of", "to_string(CollectiveKind)", "traffic::all_reduce",
+      "traffic::reduce_scatter", "traffic::broadcast", "nd_signature",
       "Runtime", "rank", "world_size", "local_rank", "synchronize", "simulate", "communicator", "world_communicator",
       "set_timeout", "timeout", "runtime_info", "set_inline_bytes", "set_synchronous", "synchronous", "inline_bytes",
       "comm_stream_stats", "reset_comm_stream_stats", "device", "device_allocator_stats", "empty_device_cache",
       "cuda_available",
-      "Storage::allocate", "Tensor", "Tensor::from_vector", "Tensor::to", "Tensor::to_vector",
+      "Storage::allocate", "Storage::adopt", "Tensor", "Tensor::from_vector", "Tensor::to", "Tensor::to_vector",
       "GlobalTensor::to_global", "GlobalTensor::full", "GlobalTensor::to_local", "GlobalTensor::from_data",
       "GlobalTensor::requires_grad_", "GlobalTensor::grad", "GlobalTensor::copy_", "GlobalTensor::detach",
       "GlobalTensor::zero_grad",
@@ -601,10 +644,11 @@ int run_misuse_catalogue(Failures& failures) {
       {"communicator: with a rank outside the world", [&] { spsd::communicator(outside); },
        {"communicator", list(outside), "rank " + N, "world has " + N + " ranks"}},
       {"communicator: with a negative rank", [&] { spsd::communicator(std::vector<int64_t>{-1, r}); },
-       {"communicator", "rank -1"}},
+       {"communicator", list({-1, r}), "name rank -1", "world has " + N + " ranks"}},
       {"communicator: with duplicate ranks", [&] { spsd::communicator(duplicate); },
        {"communicator", list(duplicate), "rank " + R + " more than once"}},
-      {"communicator: with no ranks", [&] { spsd::communicator(std::vector<int64_t>{}); }, {"communicator", "empty"}},
+      {"communicator: with no ranks", [&] { spsd::communicator(std::vector<int64_t>{}); },
+       {"communicator", "world ranks must not be empty"}},
       // Runtime misuse.
       {"set_timeout: 0", [&] { spsd::set_timeout(std::chrono::milliseconds(0)); }, {"set_timeout", "positive", "0 ms"}},
       {"set_timeout: -5 ms", [&] { spsd::set_timeout(std::chrono::milliseconds(-5)); },

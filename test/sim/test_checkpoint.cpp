@@ -203,6 +203,24 @@ TEST_CASE("checkpoint: bad arguments throw on every rank, naming the operation a
                           {"load_checkpoint", "holds no tensor \"v\" (it holds: step, w)"});
   expect_error_everywhere(spsd_test::errors_by_rank(3, [&] { load_checkpoint<float>(tmp.path, "w", line, sbp::split(2)); }),
                           {"load_checkpoint", "splits axis 2", "(4, 6)"});
+  expect_error_everywhere(spsd_test::errors_by_rank(3, [&] { load_checkpoint<float>(tmp.path, "w", Placement("cpu", {0, 1, 5}), sbp::broadcast); }),
+                          {"load_checkpoint", "names rank 5", "the world has 3 ranks"});
+  expect_error_everywhere(spsd_test::errors_by_rank(3, [&] { checkpoint_contents(missing); }),
+                          {"checkpoint_contents", missing, "does not exist"});
+  expect_error_everywhere(spsd_test::errors_by_rank(3, [&] { save_checkpoint(StateDict{}, tmp.path + "/empty"); }),
+                          {"save_checkpoint", tmp.path + "/empty", "holds no tensors"});
+  CHECK(!fs::exists(tmp.path + "/empty"));
+  CHECK_THAT(error_of([] { StateDict{}.at<float>("w"); }), ContainsAll({"StateDict::at", "no tensor named \"w\""}));
+  CHECK_THAT(error_of([] {
+               StateDict d;
+               d.insert("w", GlobalTensor<float>(Shape{}, Placement("cpu", {0}), sbp::broadcast, Tensor<float>()));
+               d.at<int64_t>("w");
+             }),
+             ContainsAll({"StateDict::at", "tensor \"w\" is float32, asked for int64"}));
+  CHECK_THAT(error_of([] {
+               StateDict().insert("", GlobalTensor<float>(Shape{}, Placement("cpu", {0}), sbp::broadcast, Tensor<float>()));
+             }),
+             ContainsAll({"StateDict::insert", "must not be empty"}));
   // The one-tensor form reads the tensor named "tensor".
   expect_error_everywhere(spsd_test::errors_by_rank(3, [&] { load_checkpoint<float>(tmp.path, line, sbp::broadcast); }),
                           {"load_checkpoint", "holds no tensor \"tensor\""});

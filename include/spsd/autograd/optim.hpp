@@ -172,9 +172,10 @@ class Adam : public Optimizer<T> {
   AdamState<T> state() const { return {steps_, m_, v_}; }
   void load_state(AdamState<T> state) {
     SPSD_CHECK(state.steps >= 0, this->name_, "load_state: steps must be non-negative, got ", state.steps);
-    m_ = this->adopt_state("exp_avg", std::move(state.exp_avg));
-    v_ = this->adopt_state("exp_avg_sq", std::move(state.exp_avg_sq));
-    steps_ = state.steps;
+    // Both checked before either is taken: a rejected state leaves the optimizer as it was.
+    auto m = this->adopt_state("exp_avg", std::move(state.exp_avg));
+    auto v = this->adopt_state("exp_avg_sq", std::move(state.exp_avg_sq));
+    m_ = std::move(m), v_ = std::move(v), steps_ = state.steps;
   }
 
  protected:

@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "spsd/core/error.hpp"
+
 namespace spsd {
 
 enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kSendRecv, kBarrier };
@@ -14,7 +16,8 @@ inline constexpr int kNumCollectiveKinds = 7;
 constexpr std::string_view to_string(CollectiveKind k) {
   constexpr std::string_view names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
                                         "broadcast",  "send_recv",      "barrier"};
-  return names[static_cast<int>(k)];
+  const int i = static_cast<int>(k);
+  return i >= 0 && i < kNumCollectiveKinds ? names[i] : "invalid collective kind";
 }
 
 // Logical payload bytes of the bandwidth-optimal algorithm of each collective (docs/communicators.md
@@ -26,7 +29,11 @@ struct CommStats {
   int64_t collectives = 0;  // calls of any communicator operation, barrier and send_recv included
   std::array<int64_t, kNumCollectiveKinds> calls{};  // the same calls, by kind
 
-  int64_t calls_of(CollectiveKind k) const { return calls[static_cast<int>(k)]; }
+  int64_t calls_of(CollectiveKind k) const {
+    const int i = static_cast<int>(k);
+    SPSD_CHECK(i >= 0 && i < kNumCollectiveKinds, "CommStats::calls_of", "invalid collective kind value ", i);
+    return calls[i];
+  }
   std::string to_string() const {
     std::string s = "sent " + std::to_string(bytes_sent) + " B, received " + std::to_string(bytes_received) +
                     " B, " + std::to_string(messages) + " messages, " + std::to_string(collectives) + " calls";

@@ -29,7 +29,9 @@ class StateDict {
   }
   template <Element T>
   GlobalTensor<T> at(const std::string& name) const {
-    return GlobalTensor<T>::from_data(entry(name));
+    const detail::GlobalData& d = entry(name);
+    SPSD_CHECK(d.dtype == dtype_of<T>, "StateDict::at", "tensor \"", name, "\" is ", d.dtype, ", asked for ", dtype_of<T>);
+    return GlobalTensor<T>::from_data(d);
   }
   bool contains(const std::string& name) const { return entries_.count(name) != 0; }
   size_t size() const { return entries_.size(); }

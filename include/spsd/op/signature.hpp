@@ -58,6 +58,10 @@ inline std::ostream& operator<<(std::ostream& os, const NdSignature& s) { return
 
 // The N-d signature that takes table[choice[a]] on mesh axis a.
 inline NdSignature nd_signature(std::span<const Signature> table, std::span<const size_t> choice) {
+  SPSD_CHECK(!choice.empty(), "nd_signature", "choice must have one entry per mesh axis, got none");
+  for (size_t c : choice)
+    SPSD_CHECK(c < table.size() && table[c].inputs.size() == table[choice[0]].inputs.size(), "nd_signature", "choice ", c,
+               " is not a row of the table of ", table.size(), " signatures with equal input counts");
   const size_t n_inputs = table[choice[0]].inputs.size();
   std::vector<std::vector<Sbp>> inputs(n_inputs);
   std::vector<Sbp> output;

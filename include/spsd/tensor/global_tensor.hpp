@@ -32,7 +32,11 @@ GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdS
 void check_global_layout(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp);
 // check_global_layout of t's own layout, and, on a rank of its placement, that its piece holds
 // the bytes of its box (a raw GlobalTensor's may not); errors name op and what ("src").
-void check_piece(std::string_view op, std::string_view what, const GlobalData& t);
+void check_piece(std::string_view op, std::string_view what, const Shape& shape, DType dtype, const Placement& placement,
+                 const NdSbp& nd_sbp, const Storage* local);
+inline void check_piece(std::string_view op, std::string_view what, const GlobalData& t) {
+  check_piece(op, what, t.shape, t.dtype, t.placement, t.nd_sbp, t.local.get());
+}
 
 // The op that produced a tensor, with what its backward needs (autograd/node.hpp). Opaque here:
 // tensor/ sits above autograd/, so a tensor only holds a pointer to it.
@@ -138,8 +142,9 @@ class GlobalTensor {
   // of this tensor, and every graph that saved it, sees the new values (as torch's copy_).
   void copy_(const GlobalTensor& src) {
     SPSD_CHECK(src.shape() == shape_, "copy_", "shapes differ: this is ", describe(), ", src is ", src.describe());
-    detail::check_piece("copy_", "this tensor", data());  // a raw piece smaller than its box is not written past
-    detail::check_piece("copy_", "src", src.data());
+    // A raw piece smaller than its box is neither written nor read past its end.
+    detail::check_piece("copy_", "this tensor", shape_, dtype_of<T>, placement_, nd_sbp_, local_.storage().get());
+    detail::check_piece("copy_", "src", src.shape_, dtype_of<T>, src.placement_, src.nd_sbp_, src.local_.storage().get());
     const GlobalTensor moved = src.placement() == placement_ && src.nd_sbp() == nd_sbp_
                                    ? src
                                    : src.detach().to_global(placement_, nd_sbp_);
