@@ -249,9 +249,9 @@ int main(int argc, char** argv) {
   if (env.rank == 0) {
     std::printf("%s\n", spsd::runtime_info().c_str());
     std::printf("%d ranks, float32 square matrix of the given size; median over repetitions of the max over ranks; "
-                "each side allocates its result per call (spsd zero-fills, the baseline %s); "
+                "each side allocates its result per call (spsd without zero-filling, the baseline %s); "
                 "repetitions by size, fewer where an entry would take over %.2f s%s\n\n",
-                env.n, zero_fill ? "too (--zero-fill)" : "does not", entry_budget_s(quick), quick ? " (--quick)" : "");
+                env.n, zero_fill ? "zero-filled (--zero-fill)" : "without either", entry_budget_s(quick), quick ? " (--quick)" : "");
     std::printf("| case | size | ranks | spsd median (ms) | MPI median (ms) | ratio MPI/spsd | rank 0 received (spsd "
                 "counters) | lower bound | plan | reps |\n");
     std::printf("|---|---:|---:|---:|---:|---:|---:|---|---|---:|\n");
