@@ -31,18 +31,20 @@ expect() {
 }
 
 # The timeout modes: the job must fail, within 2 s of timeout plus start-up, not after the
-# sleeping rank's 6 s (nor after MPIEXEC_TIMEOUT's 60).
+# sleeping rank's 15 s (nor after MPIEXEC_TIMEOUT's 60). The sleep is long because Open MPI's
+# mpirun sometimes takes 4-5 s to act on three ranks calling MPI_Abort at once (its show_help
+# aggregation logs ORTE errors meanwhile); the bounded waits themselves fire at 2 s.
 for mode in check create collective; do
   run "$mode"
   # Open MPI 4.1's mpirun itself sometimes segfaults in its PMIx thread while handling
-  # MPI_Abort (2 of about 50 aborting jobs here), which delays killing the sleeping rank: not spsd's
+  # MPI_Abort (a few in a hundred aborting jobs here), which can delay killing the sleeping rank: not spsd's
   # doing, so such a job is run once more (and says so).
   if grep -q "Signal: Segmentation fault" "$log" && grep -q "libpmix" "$log"; then
     echo "check_diverge_timeout: mode $mode: mpirun crashed in libpmix while aborting; running it again"
     run "$mode"
   fi
   [ "$status" -ne 0 ] || { cat "$log" >&2; fail "mode $mode: the job exited 0"; }
-  grep -q "slept 6 s" "$log" && { cat "$log" >&2; fail "mode $mode: the job waited for the sleeping rank"; }
+  grep -q "slept 15 s" "$log" && { cat "$log" >&2; fail "mode $mode: the job waited for the sleeping rank"; }
   [ "$(echo "$seconds < 20" | bc)" -eq 1 ] || { cat "$log" >&2; fail "mode $mode: took $seconds s"; }
   for r in 0 1 2; do
     expect "$mode" "$r" "no completion within 2 s on "

@@ -7,7 +7,7 @@
 //   diverge_timeout order       ranks 0 and 1 create {0, 1} and {1, 0}: both get spsd::Error at
 //                               once, and can go on (exit 0)
 //
-// In the timeout modes the last rank sleeps 6 s and exits normally; the others print their
+// In the timeout modes the last rank sleeps 15 s and exits normally; the others print their
 // spsd::Error on stderr ("diverge_timeout rank R: spsd::Error: ..."), and ~Runtime aborts the job.
 #include <chrono>
 #include <cstdio>
@@ -65,8 +65,8 @@ int main(int argc, char** argv) {
   }
   note_op(world, op("add((4, 5) float32 (S(0)))"));
   if (me == n - 1) {
-    std::this_thread::sleep_for(std::chrono::seconds(6));
-    std::fprintf(stderr, "diverge_timeout rank %d: slept 6 s, exiting normally\n", me);
+    std::this_thread::sleep_for(std::chrono::seconds(15));
+    std::fprintf(stderr, "diverge_timeout rank %d: slept 15 s, exiting normally\n", me);
     return 0;
   }
   try {
