@@ -64,7 +64,8 @@ AxisTraffic axis_traffic(const AxisGroup& g, StepKind kind, const Sbp& from, con
     case StepKind::kAllReduce: return all_reduce_traffic(g);
     case StepKind::kAllToAll: return all_to_all_traffic(g);
     case StepKind::kLocal: return local_step_traffic(g, from, to);
-    case StepKind::kExchange: break;
+    case StepKind::kExchange:
+    case StepKind::kDeviceCopy: break;
   }
   throw_error("boxing", "no axis traffic for ", to_string(kind));
 }
@@ -124,6 +125,8 @@ Prediction predict(DType dtype, StepKind kind, const Layout& from, const Layout&
 }
 
 StoragePtr run_step(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in) {
+  // to_layout makes the copies between memory spaces itself and plans only the host boxing.
+  SPSD_CHECK(step.kind != StepKind::kDeviceCopy, "boxing", "a device_copy step reached the executor: ", step.to_string());
   int64_t me = rank();
   if (step.kind == StepKind::kExchange) {
     std::vector<int64_t> ranks = exchange_ranks(step.from, step.to);
@@ -140,7 +143,8 @@ StoragePtr run_step(const Shape& shape, DType dtype, const Step& step, const Sto
     case StepKind::kAllReduce: return run_all_reduce(g, dtype, from.reduce_op(), in);
     case StepKind::kAllToAll: return run_all_to_all(g, dtype, in);
     case StepKind::kLocal: return run_local_step(g, step, dtype, in);
-    case StepKind::kExchange: break;
+    case StepKind::kExchange:
+    case StepKind::kDeviceCopy: break;
   }
   return in;
 }

@@ -16,6 +16,7 @@ std::string_view to_string(StepKind kind) {
     case StepKind::kAllToAll: return "all_to_all";
     case StepKind::kLocal: return "local";
     case StepKind::kExchange: return "exchange";
+    case StepKind::kDeviceCopy: return "device_copy";
   }
   return "?";
 }
@@ -57,7 +58,9 @@ int64_t Plan::bytes_sent(int64_t rank) const { return sum_over_steps(steps, rank
 int64_t Plan::bytes_received(int64_t rank) const { return sum_over_steps(steps, rank, &RankTraffic::bytes_received); }
 
 bool Plan::communicates() const {
-  return std::any_of(steps.begin(), steps.end(), [](const Step& s) { return s.kind != StepKind::kLocal; });
+  return std::any_of(steps.begin(), steps.end(), [](const Step& s) {
+    return s.kind != StepKind::kLocal && s.kind != StepKind::kDeviceCopy;
+  });
 }
 
 std::string Plan::to_string() const {

@@ -3,6 +3,7 @@
 // S/B layout into the target or a layout one mesh axis away from it on the target placement.
 #include "spsd/boxing/planner.hpp"
 
+#include <algorithm>
 #include <mutex>
 #include <optional>
 #include <queue>
@@ -251,10 +252,35 @@ class Search {
   int64_t seq_ = 0;
 };
 
+Layout on_host(const Layout& l) {
+  return {Placement("cpu", l.placement.ranks(), l.placement.mesh()), l.nd_sbp};
+}
+
+// Each rank of the layout copies its own piece between memory spaces: no bytes between ranks;
+// priced as a local copy of the largest piece.
+Step device_copy(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
+  Step step{StepKind::kDeviceCopy, from, to, -1, {}, 0};
+  std::vector<int64_t> ranks = from.placement.ranks();
+  std::sort(ranks.begin(), ranks.end());
+  for (int64_t r : ranks) step.traffic.push_back({r});
+  int64_t largest = 0;
+  for (const Box& b : boxes_of(shape, from.placement, from.nd_sbp)) largest = std::max(largest, b.numel());
+  step.cost_us = step_cost_us(cost_model(DeviceType::kCUDA), StepKind::kDeviceCopy, 0, 0, 0, largest * size_of(dtype));
+  return step;
+}
+
 Plan compute_plan(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
   Plan plan{shape, dtype, from, to, {}, 0};
   if (from == to) return plan;
-  plan.steps = Search(shape, dtype, from, to).run();
+  if (from.placement.device_type() != to.placement.device_type()) {
+    // What to_layout does: the boxing among host buffers, with the copies to and from the device around it.
+    const Layout host_from = on_host(from), host_to = on_host(to);
+    if (!(host_from == from)) plan.steps.push_back(device_copy(shape, dtype, from, host_from));
+    for (Step& s : compute_plan(shape, dtype, host_from, host_to).steps) plan.steps.push_back(std::move(s));
+    if (!(host_to == to)) plan.steps.push_back(device_copy(shape, dtype, host_to, to));
+  } else {
+    plan.steps = Search(shape, dtype, from, to).run();
+  }
   for (const Step& s : plan.steps) plan.cost_us += s.cost_us;
   return plan;
 }

@@ -35,7 +35,8 @@ inline int64_t latency_rounds(StepKind kind, int64_t n, int64_t max_messages) {
     case StepKind::kAllGather: return log_n;
     case StepKind::kAllToAll: return n - 1;
     case StepKind::kExchange: return max_messages;
-    case StepKind::kLocal: return 0;
+    case StepKind::kLocal:
+    case StepKind::kDeviceCopy: return 0;
   }
   return 0;
 }

@@ -26,6 +26,7 @@ enum class StepKind {
   kAllToAll,       // S(i) -> S(j) along one mesh axis
   kLocal,          // B -> S(i) slice, B -> P keep or zero, S(i) -> P pad with the identity: no traffic
   kExchange,       // S/B -> any layout, any placements: box intersections as grouped send/recv
+  kDeviceCopy,     // the same layout moved between cpu and cuda memory, each rank its own piece: no traffic
 };
 std::string_view to_string(StepKind kind);
 
@@ -52,7 +53,7 @@ struct Plan {
   double cost_us = 0;
   int64_t bytes_sent(int64_t rank) const;      // predicted, summed over steps
   int64_t bytes_received(int64_t rank) const;
-  // Whether some step calls the communicator (every kind but kLocal); a plan of local steps
+  // Whether some step calls the communicator (every kind but kLocal and kDeviceCopy); a plan of local steps
   // needs no rendezvous, so the cross-rank check need not run before it.
   bool communicates() const;
   std::string to_string() const;
