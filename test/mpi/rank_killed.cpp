@@ -60,7 +60,10 @@ int main(int argc, char** argv) {
     if (std::strcmp(mode, "collective") == 0) {
       // A one-element buffer where the placement keeps its data (device memory on cuda).
       spsd::Tensor<float> one = spsd::ones<float>({n}, line, {spsd::sbp::split(0)}).to_local();
-      spsd::communicator(line).all_reduce(one.data(), one.data(), 1, spsd::DType::kFloat32, spsd::ReduceOp::kSum);
+      // The communicator that moves the placement's memory: spsd::communicator(line) is the host one
+      // (host buffers only), the device one is what boxing on cuda calls.
+      spsd::detail::communicator_for(line.ranks(), line.device_type())
+          .all_reduce(one.data(), one.data(), 1, spsd::DType::kFloat32, spsd::ReduceOp::kSum);
     } else {
       (void)spsd::sum(x).full().to_vector();
     }
