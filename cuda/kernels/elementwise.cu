@@ -3,6 +3,8 @@
 // no per-element dispatch, and few instantiations (scalar forms reuse the map kernel).
 #include "common.cuh"  // first: its pragma covers the cpu headers below
 
+#include <cstdint>
+
 #include "spsd/kernel/cpu/broadcast.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 
@@ -100,6 +102,45 @@ __global__ void map_kernel(F f, const T* x, T* out, int64_t n) {
   for (int64_t i = thread_index(); i < n; i += thread_count()) out[i] = f(x[i]);
 }
 
+// 16 bytes of elements, loaded and stored as one access: the flat kernels below move a pack per
+// thread and step, the last n % size elements one by one. An add of 256 MiB operands ran at 0.80
+// of copy bandwidth on an H100 with one 4-byte element per thread (docs/benchmarks.md, GPU).
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+
+inline bool aligned_for_packs(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+template <class T, class F>
+__global__ void map_packs_kernel(F f, const T* x, T* out, int64_t n) {
+  constexpr int k = Pack<T>::kSize;
+  const int64_t packs = n / k;
+  for (int64_t p = thread_index(); p < packs; p += thread_count()) {
+    const Pack<T> in = reinterpret_cast<const Pack<T>*>(x)[p];
+    Pack<T> r;
+#pragma unroll
+    for (int j = 0; j < k; ++j) r.v[j] = f(in.v[j]);
+    reinterpret_cast<Pack<T>*>(out)[p] = r;
+  }
+  for (int64_t i = packs * k + thread_index(); i < n; i += thread_count()) out[i] = f(x[i]);
+}
+
+template <class T, class F>
+__global__ void binary_packs_kernel(F f, const T* a, const T* b, T* out, int64_t n) {
+  constexpr int k = Pack<T>::kSize;
+  const int64_t packs = n / k;
+  for (int64_t p = thread_index(); p < packs; p += thread_count()) {
+    const Pack<T> x = reinterpret_cast<const Pack<T>*>(a)[p], y = reinterpret_cast<const Pack<T>*>(b)[p];
+    Pack<T> r;
+#pragma unroll
+    for (int j = 0; j < k; ++j) r.v[j] = f(x.v[j], y.v[j]);
+    reinterpret_cast<Pack<T>*>(out)[p] = r;
+  }
+  for (int64_t i = packs * k + thread_index(); i < n; i += thread_count()) out[i] = f(a[i], b[i]);
+}
+
 template <class T>
 __global__ void fill_kernel(T* out, int64_t n, T value) {
   for (int64_t i = thread_index(); i < n; i += thread_count()) out[i] = value;
@@ -121,7 +162,10 @@ __global__ void binary_kernel(F f, const T* a, int64_t step_a, const T* b, int64
 template <class T, class F>
 void launch_map(const char* name, F f, const T* x, T* out, int64_t n, void* stream) {
   if (n == 0) return;
-  map_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(f, x, out, n);
+  if (aligned_for_packs(x) && aligned_for_packs(out))
+    map_packs_kernel<<<blocks_for(n / Pack<T>::kSize + 1), kThreads, 0, as_stream(stream)>>>(f, x, out, n);
+  else
+    map_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(f, x, out, n);
   check_launch(name);
 }
 
@@ -185,9 +229,15 @@ void binary(BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Sha
                                                          cpu::detail::broadcast_strides(b_shape, r)});
     idx = detail::make_strided<2>(to_string(op).data(), c.dims, c.strides);
   }
+  const bool packs = idx.ndim == 0 && step_a == 1 && step_b == 1 && detail::aligned_for_packs(a) &&
+                     detail::aligned_for_packs(b) && detail::aligned_for_packs(out);
   detail::with_binary_fn(op, [&](auto f) {
-    detail::binary_kernel<<<detail::blocks_for(n), detail::kThreads, 0, detail::as_stream(stream)>>>(
-        f, a, step_a, b, step_b, out, n, idx);
+    if (packs)
+      detail::binary_packs_kernel<<<detail::blocks_for(n / detail::Pack<T>::kSize + 1), detail::kThreads, 0,
+                                    detail::as_stream(stream)>>>(f, a, b, out, n);
+    else
+      detail::binary_kernel<<<detail::blocks_for(n), detail::kThreads, 0, detail::as_stream(stream)>>>(
+          f, a, step_a, b, step_b, out, n, idx);
     detail::check_launch(to_string(op).data());
   });
 }

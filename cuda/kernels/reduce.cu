@@ -1,6 +1,7 @@
 // Reductions over axes on the device. The axes are grouped like the cpu kernel (group_axes:
 // alternating kept/reduced runs, size-1 axes dropped); the innermost group picks the kernel:
-// a reduced one gives one block per output (threads stride along contiguous memory), a kept
+// a reduced one gives one warp per output for short rows, else one block (threads stride along
+// contiguous memory), a kept
 // one gives one thread column per output (neighbouring threads read neighbouring elements)
 // with the reduced range split over threadIdx.y.
 #include "common.cuh"  // first: its pragma covers the cpu headers below
@@ -37,9 +38,31 @@ __global__ void reduce_rows_kernel(F f, const T* x, T* out, int64_t out_n, int64
     int64_t base[1];
     kept.offsets(o, base);
     T acc = identity;
+#pragma unroll 4  // several loads in flight per thread
     for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) acc = f(acc, x[base[0] + reduced_offset(red, r)]);
     acc = block_reduce(f, acc, scratch);
     if (threadIdx.x == 0) out[item] = acc;
+  }
+}
+
+// One warp per output, for short rows (kWarpRowMax elements or fewer): a block per row would
+// spend more on its barriers than on its few loads (a row sum of 1024-element rows ran at 0.31-0.40
+// of copy bandwidth on an H100 that way; docs/benchmarks.md, GPU).
+constexpr int64_t kWarpRowMax = 2048;
+
+template <class T, class F>
+__global__ void reduce_short_rows_kernel(F f, const T* x, T* out, int64_t out_n, int64_t red_n, Strided<1> kept,
+                                         Strided<1> red, T identity) {
+  const int64_t warps = blockDim.x / 32, lane = threadIdx.x % 32;
+  // o is the same on every lane of a warp, so each warp runs the loop and its shuffles together.
+  for (int64_t o = blockIdx.x * warps + threadIdx.x / 32; o < out_n; o += static_cast<int64_t>(gridDim.x) * warps) {
+    int64_t base[1];
+    kept.offsets(o, base);
+    T acc = identity;
+#pragma unroll 4  // several loads in flight per thread
+    for (int64_t r = lane; r < red_n; r += 32) acc = f(acc, x[base[0] + reduced_offset(red, r)]);
+    acc = warp_reduce(f, acc);
+    if (lane == 0) out[o] = acc;
   }
 }
 
@@ -153,6 +176,15 @@ void reduce(ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64
     };
     if (g.reduced.back()) {
       auto rows = [&](const T* in, T* to, int64_t n, const auto& kept_space, const auto& red_space, int64_t parts) {
+        if (parts == 1 && n <= detail::kWarpRowMax) {
+          const int warps_per_block = detail::kThreads / 32;
+          const unsigned blocks = static_cast<unsigned>(
+              std::min<int64_t>((out_n + warps_per_block - 1) / warps_per_block, int64_t{1} << 20));
+          detail::reduce_short_rows_kernel<<<blocks, detail::kThreads, 0, s>>>(f, in, to, out_n, n, kept_space,
+                                                                               red_space, identity);
+          detail::check_launch("reduce");
+          return;
+        }
         const int64_t chunk = (n + parts - 1) / parts;
         const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(out_n * parts, int64_t{1} << 20));
         detail::reduce_rows_kernel<<<blocks, detail::row_threads(chunk), 0, s>>>(f, in, to, out_n, n, kept_space,

@@ -6,6 +6,7 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
@@ -251,6 +252,27 @@ void test_elementwise() {
         }
       }
     }
+    // Flat operands at element offsets from cudaMalloc's alignment: the 16-byte pack kernels where
+    // all three are aligned, the element kernels where one is not; lengths with and without a tail.
+    for (int64_t n : {1, 5, 1031}) {
+      const int64_t pad = 3;
+      std::vector<T> a = random_values<T>(n + pad), b = random_values<T>(n + pad);
+      const Dev<T> da(a), db(b);
+      for (auto [oa, ob, oo] : {std::array<int64_t, 3>{0, 0, 0}, {1, 1, 1}, {0, 1, 0}, {2, 0, 2}, {0, 0, 3}}) {
+        const std::string at = tname<T>() + " n=" + std::to_string(n) + " at offsets " + std::to_string(oa) + "/" +
+                               std::to_string(ob) + "/" + std::to_string(oo);
+        std::vector<T> want(n);
+        cpu::binary<T>(cpu::BinaryOp::kSub, a.data() + oa, Shape{n}, b.data() + ob, Shape{n}, want.data(), Shape{n});
+        Dev<T> out(n + pad);
+        gpu::binary<T>(cpu::BinaryOp::kSub, da.ptr + oa, Shape{n}, db.ptr + ob, Shape{n}, out.ptr + oo, Shape{n}, g_stream);
+        std::vector<T> got = out.get();
+        compare("flat sub " + at, std::vector<T>(got.begin() + oo, got.begin() + oo + n), want);
+        cpu::unary<T>(cpu::UnaryOp::kNeg, a.data() + oa, want.data(), n);
+        gpu::unary<T>(cpu::UnaryOp::kNeg, da.ptr + oa, out.ptr + oo, n, g_stream);
+        got = out.get();
+        compare("flat neg " + at, std::vector<T>(got.begin() + oo, got.begin() + oo + n), want);
+      }
+    }
     Dev<T> tmp(20);
     expect_error("binary bad out shape", [&] { gpu::binary<T>(cpu::BinaryOp::kAdd, tmp.ptr, Shape{4, 5}, tmp.ptr, Shape{5}, tmp.ptr, Shape{5, 4}, g_stream); });
   });
@@ -263,7 +285,8 @@ void test_reduce() {
       {{}, {}}, {{7}, {0}}, {{0}, {0}}, {{3, 0}, {1}}, {{0, 3}, {1}}, {{4, 5}, {0}}, {{4, 5}, {1}}, {{4, 5}, {0, 1}},
       {{2, 3, 4}, {0, 2}}, {{2, 3, 4}, {1}}, {{5, 1, 7}, {1}}, {{3, 1000}, {1}}, {{1000, 3}, {0}},
       {{2, 3, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 2}}, {{1025}, {0}}, {{64, 33, 17}, {0, 1}}, {{2, 3}, {}},
-      {{3, 100000}, {1}}, {{100000, 2}, {0}}, {{1 << 21}, {0}}, {{50000, 40}, {0}}};  // the last two split over blocks
+      {{3, 100000}, {1}}, {{100000, 2}, {0}}, {{1 << 21}, {0}}, {{50000, 40}, {0}},  // these two split over blocks
+      {{600, 2048}, {1}}, {{600, 2049}, {1}}};  // the longest rows a warp folds; a block per row
   for_each_type([&]<class T>() {
     for (const auto& [shape, axes] : cases) {
       const std::vector<T> x = random_values<T>(shape.numel());
