@@ -7,7 +7,9 @@
 // The tensor is a square float32 matrix of S bytes (512^2, 2048^2, 4096^2 for 1, 16, 64 MiB)
 // on placement ranks [0..n) (1-d) or [[0, 1], [2, 3]] (the 2x2 case, 4 ranks only). Per case
 // the source GlobalTensor is built once; each spsd call is `x.to_global(placement, nd_sbp)`
-// (the plan is cached by the first, untimed call). The baseline calls the MPI C API on its
+// then `spsd::synchronize()`, complete on return like the MPI side (the plan is cached by the
+// first, untimed call). Without the synchronize, the eager runtime's queued transfers were
+// left running into the next call: the tables of 2026-11-25 timed only their hand-off. The baseline calls the MPI C API on its
 // own communicators (a duplicate of MPI_COMM_WORLD; MPI_Comm_split rows and columns for 2x2)
 // and packs and unpacks exactly as the spsd primitive does:
 //   S(0)->B    MPI_Allgather of the contiguous row blocks, straight into the output
@@ -298,7 +300,12 @@ int main(int argc, char** argv) {
       ref.reset();
       y = GlobalTensor<float>(shape, p, c.to, spsd::Tensor<float>());
 
-      auto run_spsd = [&] { GlobalTensor<float> out = x.to_global(p, c.to); };
+      // Complete on return, as the blocking MPI side: without the synchronize() the eager runtime
+      // would leave transfers over its inline threshold queued on the communication stream.
+      auto run_spsd = [&] {
+        GlobalTensor<float> out = x.to_global(p, c.to);
+        spsd::synchronize();
+      };
       auto run_mpi = [&] { Buffer out = c.mpi(env, geo, local.data()); };
 
       // Warm-up with the barriers of a timed repetition; it also sizes the repetitions.
