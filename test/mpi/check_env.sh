@@ -37,4 +37,25 @@ bad SPSD_INLINE_BYTES -1 "number of bytes >= 0"
 bad SPSD_INLINE_BYTES 12kb "number of bytes >= 0"
 bad SPSD_CHECK maybe "\"on\", \"op\" or \"off\""
 bad SPSD_LOG dispach "is no topic"
+
+# The local-rank variables: mpirun always sets a valid OMPI_COMM_WORLD_LOCAL_RANK for its ranks, so
+# these run the program alone (an MPI singleton) with the caller's values. single VAR=VALUE...
+single() {
+  env -u OMPI_COMM_WORLD_LOCAL_RANK -u LOCAL_RANK OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 \
+    ${SPSD_RANK_PRELOAD:+LD_PRELOAD=$SPSD_RANK_PRELOAD} "$@" timeout 60 "$program" >"$log" 2>&1
+  status=$?
+}
+for case in "OMPI_COMM_WORLD_LOCAL_RANK abc" "OMPI_COMM_WORLD_LOCAL_RANK -1" "LOCAL_RANK 2x" "LOCAL_RANK -2"; do
+  set -- $case
+  single "$1=$2"
+  [ "$status" -eq 3 ] && grep -qF "spsd::Error: $1: must be a non-negative integer, got \"$2\"" "$log" ||
+    { cat "$log" >&2; fail "alone with $1=$2: exit $status, no error naming the variable and the value"; }
+  echo "check_env: alone, $1=$2: $(grep -m1 -o 'spsd::Error: .*' "$log")"
+done
+single LOCAL_RANK=3
+grep -q "env_errors rank 0 (local rank 3): ok" "$log" || { cat "$log" >&2; fail "alone with LOCAL_RANK=3: not read as 3"; }
+single OMPI_COMM_WORLD_LOCAL_RANK=1 LOCAL_RANK=3
+grep -q "env_errors rank 0 (local rank 1): ok" "$log" ||
+  { cat "$log" >&2; fail "alone with both set: OMPI_COMM_WORLD_LOCAL_RANK=1 should win over LOCAL_RANK=3"; }
+echo "check_env: alone, LOCAL_RANK=3 read as 3; OMPI_COMM_WORLD_LOCAL_RANK=1 wins over LOCAL_RANK=3"
 echo "check_env: passed"

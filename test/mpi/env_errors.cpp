@@ -1,7 +1,9 @@
 // The environment variables spsd reads, given bad values: run by check_env.sh under
 // `tools/mpirun -np 2` (each variable is read once per process, so one bad value per job).
 // Constructs a Runtime and runs one op with a world-wide reduction; prints
-// "env_errors rank R: ok" and exits 0, or "env_errors rank R: spsd::Error: ..." and exits 3.
+// "env_errors rank R (local rank L): ok" and exits 0, or "env_errors rank ...: spsd::Error: ..."
+// and exits 3. check_env.sh also runs it without mpirun (an MPI singleton), where the local-rank
+// variables are the caller's to set.
 #include <cstdio>
 #include <string>
 
@@ -11,7 +13,7 @@ int main() {
   std::string where = "env_errors rank ?";
   try {
     spsd::Runtime runtime;
-    where = "env_errors rank " + std::to_string(spsd::rank());
+    where = "env_errors rank " + std::to_string(spsd::rank()) + " (local rank " + std::to_string(spsd::local_rank()) + ")";
     std::vector<int64_t> ranks(spsd::world_size());
     for (int64_t r = 0; r < spsd::world_size(); ++r) ranks[r] = r;
     const spsd::Placement world("cpu", ranks);
