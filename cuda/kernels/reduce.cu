@@ -1,9 +1,8 @@
 // Reductions over axes on the device. The axes are grouped like the cpu kernel (group_axes:
 // alternating kept/reduced runs, size-1 axes dropped); the innermost group picks the kernel:
 // a reduced one gives one warp per output for short rows, else one block (threads stride along
-// contiguous memory), a kept
-// one gives one thread column per output (neighbouring threads read neighbouring elements)
-// with the reduced range split over threadIdx.y.
+// contiguous memory); a kept one gives one thread column per output (neighbouring threads read
+// neighbouring elements) with the reduced range split over threadIdx.y.
 #include "common.cuh"  // first: its pragma covers the cpu headers below
 #include "reduce.cuh"
 

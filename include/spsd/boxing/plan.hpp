@@ -38,7 +38,7 @@ struct RankTraffic {
 struct Step {
   StepKind kind;
   Layout from, to;
-  int64_t mesh_axis = -1;            // the mesh axis a 1-d step changes; -1 for an exchange
+  int64_t mesh_axis = -1;            // the mesh axis a 1-d step changes; -1 for an exchange or a device copy
   std::vector<RankTraffic> traffic;  // every participating rank, in rank order
   double cost_us = 0;
   int64_t max_bytes() const;  // max over ranks of max(sent, received)
