@@ -252,9 +252,7 @@ class Search {
   int64_t seq_ = 0;
 };
 
-Layout on_host(const Layout& l) {
-  return {Placement("cpu", l.placement.ranks(), l.placement.mesh()), l.nd_sbp};
-}
+Layout on_host(const Layout& l) { return {detail::on_device(l.placement, DeviceType::kCPU), l.nd_sbp}; }
 
 // Each rank of the layout copies its own piece between memory spaces: no bytes between ranks;
 // priced as a local copy of the largest piece.

@@ -28,10 +28,6 @@ void check_piece(std::string_view op, std::string_view what, const Shape& shape,
 
 namespace {
 
-Placement on_device(const Placement& p, DeviceType device) {
-  return Placement(to_string(device), p.ranks(), p.mesh());
-}
-
 // This rank's piece moved to another memory space (no communication).
 GlobalData moved(const GlobalData& in, DeviceType device) {
   GlobalData out{in.shape, in.dtype, on_device(in.placement, device), in.nd_sbp, nullptr};
