@@ -21,6 +21,9 @@
 #include <vector>
 
 #include "spsd/autograd/node.hpp"
+#include "spsd/core/instances.hpp"
+#include "spsd/op/elementwise.hpp"
+#include "spsd/tensor/factory.hpp"
 
 namespace spsd {
 
@@ -153,5 +156,11 @@ void backward(const GlobalTensor<T>& y, const GlobalTensor<T>& dy, const Backwar
   SPSD_CHECK(y.requires_grad(), "backward", "the output ", y.describe(), " does not require grad");
   detail::run_backward(*y.autograd_meta(), y.data(), dy.data(), options);
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_BACKWARD_INSTANCES(prefix, T)                                                       \
+  prefix template void backward<T>(const GlobalTensor<T>&, const BackwardOptions&);              \
+  prefix template void backward<T>(const GlobalTensor<T>&, const GlobalTensor<T>&, const BackwardOptions&);
+SPSD_FOR_EACH_FLOATING(SPSD_BACKWARD_INSTANCES, extern)
 
 }  // namespace spsd

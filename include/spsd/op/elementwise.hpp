@@ -8,6 +8,7 @@
 #include <concepts>
 #include <string_view>
 
+#include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/op/broadcast.hpp"
 #include "spsd/op/dispatch.hpp"
@@ -249,5 +250,28 @@ template <Element T>
 GlobalTensor<T> operator/(const GlobalTensor<T>& x, std::type_identity_t<T> s) { return div(x, s); }
 template <Element T>
 GlobalTensor<T> operator/(std::type_identity_t<T> s, const GlobalTensor<T>& x) { return div(s, x); }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_ELEMENTWISE_INSTANCES(prefix, T)                                                      \
+  prefix template GlobalTensor<T> add<T>(const GlobalTensor<T>&, const GlobalTensor<T>&);          \
+  prefix template GlobalTensor<T> sub<T>(const GlobalTensor<T>&, const GlobalTensor<T>&);          \
+  prefix template GlobalTensor<T> mul<T>(const GlobalTensor<T>&, const GlobalTensor<T>&);          \
+  prefix template GlobalTensor<T> div<T>(const GlobalTensor<T>&, const GlobalTensor<T>&);          \
+  prefix template GlobalTensor<T> add<T>(const GlobalTensor<T>&, std::type_identity_t<T>);         \
+  prefix template GlobalTensor<T> sub<T>(const GlobalTensor<T>&, std::type_identity_t<T>);         \
+  prefix template GlobalTensor<T> mul<T>(const GlobalTensor<T>&, std::type_identity_t<T>);         \
+  prefix template GlobalTensor<T> div<T>(const GlobalTensor<T>&, std::type_identity_t<T>);         \
+  prefix template GlobalTensor<T> sub<T>(std::type_identity_t<T>, const GlobalTensor<T>&);         \
+  prefix template GlobalTensor<T> div<T>(std::type_identity_t<T>, const GlobalTensor<T>&);         \
+  prefix template GlobalTensor<T> neg<T>(const GlobalTensor<T>&);                                  \
+  prefix template GlobalTensor<T> relu<T>(const GlobalTensor<T>&);                                 \
+  prefix template GlobalTensor<T> gelu<T>(const GlobalTensor<T>&);                                 \
+  prefix template GlobalTensor<T> exp<T>(const GlobalTensor<T>&);                                  \
+  prefix template GlobalTensor<T> log<T>(const GlobalTensor<T>&);                                  \
+  prefix template GlobalTensor<T> tanh<T>(const GlobalTensor<T>&);                                 \
+  prefix template GlobalTensor<T> sigmoid<T>(const GlobalTensor<T>&);                              \
+  prefix template GlobalTensor<T> sqrt<T>(const GlobalTensor<T>&);                                 \
+  prefix template GlobalTensor<T> abs<T>(const GlobalTensor<T>&);
+SPSD_FOR_EACH_ELEMENT(SPSD_ELEMENTWISE_INSTANCES, extern)
 
 }  // namespace spsd

@@ -30,6 +30,7 @@
 // the group writes NaN. Check indices beforehand (e.g. with max/min of the indices) when NaN is not wanted.
 #include <limits>
 
+#include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/op/dispatch.hpp"
 
@@ -126,5 +127,11 @@ GlobalTensor<T> pick(const GlobalTensor<T>& x, const GlobalTensor<int64_t>& labe
   const detail::InputRef refs[] = {detail::input_ref(x), detail::input_ref(labels)};
   return detail::run_op<detail::PickDef, T>(refs);
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_INDEX_INSTANCES(prefix, T)                                                               \
+  prefix template GlobalTensor<T> embedding<T>(const GlobalTensor<T>&, const GlobalTensor<int64_t>&); \
+  prefix template GlobalTensor<T> pick<T>(const GlobalTensor<T>&, const GlobalTensor<int64_t>&);
+SPSD_FOR_EACH_ELEMENT(SPSD_INDEX_INSTANCES, extern)
 
 }  // namespace spsd

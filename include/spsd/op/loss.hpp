@@ -11,6 +11,7 @@
 //     sum (two all-reduces of N elements, see softmax.hpp), pick (S(1), B) -> P(sum) (the
 //     labels are made B if they are not), mean P(sum) -> P(sum).
 // An out-of-range label makes its row's pick NaN (see index.hpp), hence a NaN loss.
+#include "spsd/core/instances.hpp"
 #include "spsd/op/elementwise.hpp"
 #include "spsd/op/index.hpp"
 #include "spsd/op/reduce.hpp"
@@ -31,5 +32,10 @@ GlobalTensor<T> cross_entropy(const GlobalTensor<T>& logits, const GlobalTensor<
              "logits are on ", logits.placement(), ", labels on ", labels.placement(), " (move one with to_global first)");
   return spsd::neg(spsd::mean(spsd::pick(spsd::log_softmax(logits, 1), labels), {0}));
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_LOSS_INSTANCES(prefix, T) \
+  prefix template GlobalTensor<T> cross_entropy<T>(const GlobalTensor<T>&, const GlobalTensor<int64_t>&);
+SPSD_FOR_EACH_ELEMENT(SPSD_LOSS_INSTANCES, extern)
 
 }  // namespace spsd

@@ -3,6 +3,7 @@
 // Signatures (seeds 000/001, plus batch splits):
 //   S(m) x B -> S(m)       B x S(n) -> S(n)       S(k) x S(k) -> P(sum)
 //   P(sum) x B -> P(sum)   B x P(sum) -> P(sum)   S(batch) x S(batch) -> S(batch)   B x B -> B
+#include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/op/broadcast.hpp"
 #include "spsd/op/dispatch.hpp"
@@ -68,5 +69,10 @@ template <Element T>
 GlobalTensor<T> matmul(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
   return detail::apply<detail::MatmulDef>({}, {}, a, b);
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_MATMUL_INSTANCES(prefix, T) \
+  prefix template GlobalTensor<T> matmul<T>(const GlobalTensor<T>&, const GlobalTensor<T>&);
+SPSD_FOR_EACH_ELEMENT(SPSD_MATMUL_INSTANCES, extern)
 
 }  // namespace spsd

@@ -24,6 +24,7 @@
 #include <string>
 #include <vector>
 
+#include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/op/dispatch.hpp"
 
@@ -155,5 +156,13 @@ template <Element T>
 GlobalTensor<T> min(const GlobalTensor<T>& x, std::vector<int64_t> axes = {}, bool keepdim = false) {
   return detail::reduce_op<detail::ReduceDef<ReduceOp::kMin, false>>(x, axes, keepdim);
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_REDUCE_INSTANCES(prefix, T)                                                  \
+  prefix template GlobalTensor<T> sum<T>(const GlobalTensor<T>&, std::vector<int64_t>, bool);  \
+  prefix template GlobalTensor<T> mean<T>(const GlobalTensor<T>&, std::vector<int64_t>, bool); \
+  prefix template GlobalTensor<T> max<T>(const GlobalTensor<T>&, std::vector<int64_t>, bool);  \
+  prefix template GlobalTensor<T> min<T>(const GlobalTensor<T>&, std::vector<int64_t>, bool);
+SPSD_FOR_EACH_ELEMENT(SPSD_REDUCE_INSTANCES, extern)
 
 }  // namespace spsd

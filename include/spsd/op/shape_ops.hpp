@@ -29,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/layout/split.hpp"
 #include "spsd/op/dispatch.hpp"
@@ -392,5 +393,17 @@ template <Element T>
 GlobalTensor<T> concat(std::initializer_list<GlobalTensor<T>> xs, int64_t axis) {
   return concat(std::vector<GlobalTensor<T>>(xs), axis);
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_SHAPE_OPS_INSTANCES(prefix, T)                                                          \
+  prefix template GlobalTensor<T> permute<T>(const GlobalTensor<T>&, std::vector<int64_t>);          \
+  prefix template GlobalTensor<T> transpose<T>(const GlobalTensor<T>&, int64_t, int64_t);            \
+  prefix template GlobalTensor<T> reshape<T>(const GlobalTensor<T>&, const Shape&);                  \
+  prefix template GlobalTensor<T> reshape<T>(const GlobalTensor<T>&, std::vector<int64_t>);          \
+  prefix template GlobalTensor<T> reshape<T>(const GlobalTensor<T>&, std::initializer_list<int64_t>); \
+  prefix template GlobalTensor<T> slice<T>(const GlobalTensor<T>&, int64_t, int64_t, int64_t);       \
+  prefix template GlobalTensor<T> concat<T>(const std::vector<GlobalTensor<T>>&, int64_t);           \
+  prefix template GlobalTensor<T> concat<T>(std::initializer_list<GlobalTensor<T>>, int64_t);
+SPSD_FOR_EACH_ELEMENT(SPSD_SHAPE_OPS_INSTANCES, extern)
 
 }  // namespace spsd

@@ -34,6 +34,7 @@
 //    3/4 * 16000 = 12000 B: C / 4 times fewer bytes, in 2 small collectives.
 #include <string>
 
+#include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/op/elementwise.hpp"
 #include "spsd/op/reduce.hpp"
@@ -123,5 +124,11 @@ template <Element T>
 GlobalTensor<T> log_softmax(const GlobalTensor<T>& x, int64_t axis) {
   return detail::softmax_impl<true>(x, axis);
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_SOFTMAX_INSTANCES(prefix, T)                                      \
+  prefix template GlobalTensor<T> softmax<T>(const GlobalTensor<T>&, int64_t); \
+  prefix template GlobalTensor<T> log_softmax<T>(const GlobalTensor<T>&, int64_t);
+SPSD_FOR_EACH_ELEMENT(SPSD_SOFTMAX_INSTANCES, extern)
 
 }  // namespace spsd

@@ -6,6 +6,7 @@
 #include <cstring>
 #include <vector>
 
+#include "spsd/core/instances.hpp"
 #include "spsd/core/reduce_op.hpp"
 #include "spsd/layout/partial.hpp"
 #include "spsd/runtime/consistency.hpp"
@@ -132,5 +133,20 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
   detail::check_local_shapes("to_global", global_shape, placement, nd_sbp, locals);
   return GlobalTensor<T>(global_shape, placement, nd_sbp, local.to(placement.device_type()));
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_FACTORY_INSTANCES(prefix, T)                                                                    \
+  prefix template GlobalTensor<T> full<T>(const Shape&, T, const Placement&, const NdSbp&);                  \
+  prefix template GlobalTensor<T> zeros<T>(const Shape&, const Placement&, const NdSbp&);                    \
+  prefix template GlobalTensor<T> ones<T>(const Shape&, const Placement&, const NdSbp&);                     \
+  prefix template GlobalTensor<T> arange<T>(int64_t, const Placement&, const NdSbp&);                        \
+  prefix template GlobalTensor<T> from_host<T>(const Tensor<T>&, const Placement&, const NdSbp&);            \
+  prefix template GlobalTensor<T> to_global<T>(const Tensor<T>&, const Placement&, const NdSbp&);            \
+  prefix template GlobalTensor<T> to_global<T>(const Tensor<T>&, const Placement&, const NdSbp&, const Shape&);
+#define SPSD_RANDOM_FACTORY_INSTANCES(prefix, T)                                                       \
+  prefix template GlobalTensor<T> rand<T>(const Shape&, const Placement&, const NdSbp&, uint64_t);     \
+  prefix template GlobalTensor<T> randn<T>(const Shape&, const Placement&, const NdSbp&, uint64_t);
+SPSD_FOR_EACH_ELEMENT(SPSD_FACTORY_INSTANCES, extern)
+SPSD_FOR_EACH_FLOATING(SPSD_RANDOM_FACTORY_INSTANCES, extern)
 
 }  // namespace spsd

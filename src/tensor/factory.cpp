@@ -1,0 +1,9 @@
+// The explicit instantiations of spsd/tensor/factory.hpp (core/instances.hpp).
+#include "spsd/tensor/factory.hpp"
+
+namespace spsd {
+
+SPSD_FOR_EACH_ELEMENT(SPSD_FACTORY_INSTANCES, )
+SPSD_FOR_EACH_FLOATING(SPSD_RANDOM_FACTORY_INSTANCES, )
+
+}  // namespace spsd
