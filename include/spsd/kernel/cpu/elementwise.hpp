@@ -14,6 +14,7 @@
 
 #include "spsd/core/dtype.hpp"
 #include "spsd/core/error.hpp"
+#include "spsd/core/instances.hpp"
 #include "spsd/core/shape.hpp"
 #include "spsd/kernel/cpu/broadcast.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
@@ -216,5 +217,13 @@ template <Element T>
 void fill(T* out, int64_t n, T value) {
   detail::fill_n(out, n, value);
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_CPU_ELEMENTWISE_INSTANCES(prefix, T)                                                       \
+  prefix template void unary<T>(UnaryOp, const T*, T*, int64_t);                                        \
+  prefix template void binary<T>(BinaryOp, const T*, const Shape&, const T*, const Shape&, T*, const Shape&); \
+  prefix template void binary_scalar<T>(BinaryOp, const T*, T, T*, int64_t, bool);                      \
+  prefix template void fill<T>(T*, int64_t, T);
+SPSD_FOR_EACH_ELEMENT(SPSD_CPU_ELEMENTWISE_INSTANCES, extern)
 
 }  // namespace spsd::kernel::cpu

@@ -12,6 +12,7 @@
 
 #include "spsd/core/dtype.hpp"
 #include "spsd/core/error.hpp"
+#include "spsd/core/instances.hpp"
 #include "spsd/core/shape.hpp"
 #include "spsd/kernel/cpu/broadcast.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
@@ -104,5 +105,10 @@ void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, 
   for (int64_t i = 0; i < batches; ++i, od.next())
     detail::gemm_2d(a + od.offset(0), b + od.offset(1), out + i * m * n, m, n, k);
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_CPU_GEMM_INSTANCES(prefix, T) \
+  prefix template void matmul<T>(const T*, const Shape&, const T*, const Shape&, T*, const Shape&);
+SPSD_FOR_EACH_ELEMENT(SPSD_CPU_GEMM_INSTANCES, extern)
 
 }  // namespace spsd::kernel::cpu

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "spsd/core/dtype.hpp"
+#include "spsd/core/instances.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
 
 namespace spsd::kernel::cpu {
@@ -47,5 +48,12 @@ void mark_out_of_range(const int64_t* indices, int64_t n, int64_t bound, int64_t
   for (int64_t i = 0; i < n; ++i)
     if (indices[i] < 0 || indices[i] >= bound) std::fill_n(out + i * width, width, std::numeric_limits<T>::quiet_NaN());
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_CPU_INDEX_INSTANCES(prefix, T)                                                                 \
+  prefix template void embedding<T>(const T*, int64_t, int64_t, int64_t, const int64_t*, int64_t, T*);        \
+  prefix template void pick<T>(const T*, int64_t, int64_t, int64_t, const int64_t*, T*);                      \
+  prefix template void mark_out_of_range<T>(const int64_t*, int64_t, int64_t, int64_t, T*);
+SPSD_FOR_EACH_ELEMENT(SPSD_CPU_INDEX_INSTANCES, extern)
 
 }  // namespace spsd::kernel::cpu

@@ -9,6 +9,7 @@
 
 #include "spsd/core/dtype.hpp"
 #include "spsd/core/error.hpp"
+#include "spsd/core/instances.hpp"
 #include "spsd/core/shape.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
 
@@ -152,5 +153,12 @@ void copy_region(const T* src, const Shape& src_shape, std::span<const int64_t> 
   for (int64_t i = 0; i < runs; ++i, od.next())
     std::memcpy(dst + dof + od.offset(1), src + so + od.offset(0), static_cast<size_t>(run) * sizeof(T));
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_CPU_PERMUTE_INSTANCES(prefix, T)                                                        \
+  prefix template void permute<T>(const T*, const Shape&, std::span<const int64_t>, T*);                \
+  prefix template void copy_region<T>(const T*, const Shape&, std::span<const int64_t>, T*, const Shape&, \
+                                      std::span<const int64_t>, const Shape&);
+SPSD_FOR_EACH_ELEMENT(SPSD_CPU_PERMUTE_INSTANCES, extern)
 
 }  // namespace spsd::kernel::cpu

@@ -11,6 +11,7 @@
 
 #include "spsd/core/dtype.hpp"
 #include "spsd/core/error.hpp"
+#include "spsd/core/instances.hpp"
 #include "spsd/core/reduce_op.hpp"
 #include "spsd/core/shape.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
@@ -154,5 +155,11 @@ template <Element T>
 void scale(T* x, int64_t n, T factor) {
   detail::map1([factor](T v) { return detail::wrap_mul(v, factor); }, x, x, n);
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_CPU_REDUCE_INSTANCES(prefix, T)                                                   \
+  prefix template void reduce<T>(ReduceOp, const T*, const Shape&, std::span<const int64_t>, T*); \
+  prefix template void scale<T>(T*, int64_t, T);
+SPSD_FOR_EACH_ELEMENT(SPSD_CPU_REDUCE_INSTANCES, extern)
 
 }  // namespace spsd::kernel::cpu

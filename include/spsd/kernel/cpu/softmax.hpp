@@ -10,6 +10,7 @@
 
 #include "spsd/core/dtype.hpp"
 #include "spsd/core/error.hpp"
+#include "spsd/core/instances.hpp"
 #include "spsd/core/shape.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
 
@@ -82,5 +83,10 @@ void softmax(const T* x, const Shape& shape, int64_t axis, T* out, bool log) {
   for (int64_t o = 0; o < outer; ++o)
     detail::softmax_block(x + o * block, out + o * block, len, inner, log, scratch.data(), scratch.data() + inner);
 }
+
+// Compiled into the library (core/instances.hpp).
+#define SPSD_CPU_SOFTMAX_INSTANCES(prefix, T) \
+  prefix template void softmax<T>(const T*, const Shape&, int64_t, T*, bool);
+SPSD_FOR_EACH_FLOATING(SPSD_CPU_SOFTMAX_INSTANCES, extern)
 
 }  // namespace spsd::kernel::cpu
