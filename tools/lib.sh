@@ -80,6 +80,9 @@ spsd_setup() {
 # MPI ranks get tools/lsan_keep_modules.c preloaded (SPSD_RANK_PRELOAD, read by tools/mpirun),
 # so Open MPI's components stay loaded for the leak check; ASan is then not first in the library
 # list, which is harmless here (the shim allocates nothing), hence verify_asan_link_order=0.
+# Allocation and free stacks are kept 8 frames deep instead of 30 (malloc_context_size): the
+# planner and boxing allocate often, and recording deep stacks took 14% of a sanitized test's
+# time (sim-ops-reduce 52 s -> 45 s); 8 frames still reach the spsd function that allocated.
 # Options already set in the environment come after ours, so they win. Returns non-zero when
 # the shim cannot be compiled.
 spsd_sanitizer_env() {
@@ -88,7 +91,7 @@ spsd_sanitizer_env() {
   mkdir -p "$(dirname "$shim")" &&
     cc -shared -fPIC -O2 -o "$shim" "$SPSD_ROOT/tools/lsan_keep_modules.c" || return 1
   export SPSD_RANK_PRELOAD=$shim
-  export ASAN_OPTIONS="detect_leaks=1:verify_asan_link_order=0${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
+  export ASAN_OPTIONS="detect_leaks=1:verify_asan_link_order=0:malloc_context_size=8${ASAN_OPTIONS:+:$ASAN_OPTIONS}"
   export LSAN_OPTIONS="suppressions=$SPSD_ROOT/tools/lsan.supp:print_suppressions=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
   export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1${UBSAN_OPTIONS:+:$UBSAN_OPTIONS}"
 }
