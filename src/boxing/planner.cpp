@@ -9,6 +9,7 @@
 #include <queue>
 #include <unordered_map>
 
+#include "../cache_key.hpp"
 #include "primitives.hpp"
 #include "spsd/boxing/cost.hpp"
 #include "spsd/layout/split.hpp"
@@ -285,13 +286,21 @@ Plan compute_plan(const Shape& shape, DType dtype, const Layout& from, const Lay
 
 }  // namespace
 
-std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
-  check_layout("plan_boxing", shape, from.placement.mesh(), from.nd_sbp);
-  check_layout("plan_boxing", shape, to.placement.mesh(), to.nd_sbp);
+std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const Placement& from, const NdSbp& from_sbp,
+                                        const Placement& to, const NdSbp& to_sbp) {
+  check_layout("plan_boxing", shape, from.mesh(), from_sbp);
+  check_layout("plan_boxing", shape, to.mesh(), to_sbp);
   SPSD_CHECK(is_valid(dtype), "plan_boxing", "dtype has the invalid value ", static_cast<int>(dtype));
   static std::mutex mutex;
-  static std::unordered_map<std::string, std::shared_ptr<const Plan>> cache;
-  std::string key = shape.to_string() + std::string(to_string(dtype)) + "|" + from.to_string() + "|" + to.to_string();
+  static std::unordered_map<detail::CacheKey, std::shared_ptr<const Plan>, detail::CacheKeyHash> cache;
+  detail::CacheKey key;
+  key.words.reserve(24 + shape.ndim() + from.size() + to.size());
+  key.add(shape);
+  key.add(static_cast<int64_t>(dtype));
+  key.add(from);
+  key.add(from_sbp);
+  key.add(to);
+  key.add(to_sbp);
   // Planned under the lock: the ranks of a simulated world ask for the same plan at once, and
   // one of them planning while the others wait beats all of them planning.
   std::lock_guard lock(mutex);
@@ -299,14 +308,22 @@ std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const L
   // Bounded memory for programs whose shapes keep changing: when full, start over (plans are
   // deterministic, so a plan computed again is the same on every rank).
   if (cache.size() >= kMaxCachedPlans) cache.clear();
-  return cache.emplace(key, std::make_shared<const Plan>(compute_plan(shape, dtype, from, to))).first->second;
+  Plan plan = compute_plan(shape, dtype, {from, from_sbp}, {to, to_sbp});
+  plan.identity = std::make_shared<const detail::OpIdentity>("to_global(" + shape.to_string() + " " +
+                                                             std::string(to_string(dtype)) + " from " +
+                                                             plan.from.to_string() + " to " + plan.to.to_string() + ")");
+  return cache.emplace(std::move(key), std::make_shared<const Plan>(std::move(plan))).first->second;
+}
+
+std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
+  return plan_boxing(shape, dtype, from.placement, from.nd_sbp, to.placement, to.nd_sbp);
 }
 
 std::string explain_boxing(const Shape& shape, DType dtype, const Placement& from, const NdSbp& from_sbp,
                            const Placement& to, const NdSbp& to_sbp) {
   check_layout("explain_boxing", shape, from.mesh(), from_sbp);  // so that errors name the caller's function
   check_layout("explain_boxing", shape, to.mesh(), to_sbp);
-  return plan_boxing(shape, dtype, {from, from_sbp}, {to, to_sbp})->to_string();
+  return plan_boxing(shape, dtype, from, from_sbp, to, to_sbp)->to_string();
 }
 
 }  // namespace spsd

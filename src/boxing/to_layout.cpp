@@ -60,15 +60,13 @@ GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdS
     out.local = in.local;
     return out;
   }
-  std::shared_ptr<const Plan> plan = plan_boxing(in.shape, in.dtype, {in.placement, in.nd_sbp}, {placement, nd_sbp});
+  std::shared_ptr<const Plan> plan = plan_boxing(in.shape, in.dtype, in.placement, in.nd_sbp, placement, nd_sbp);
   // Every rank of both placements takes part, so they all compare what they are converting.
   std::vector<int64_t> ranks = in.placement.ranks();
   ranks.insert(ranks.end(), placement.ranks().begin(), placement.ranks().end());
   std::sort(ranks.begin(), ranks.end());
   ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  note_op(ranks, std::make_shared<const OpIdentity>("to_global(" + in.shape.to_string() + " " +
-                                                    std::string(to_string(in.dtype)) + " from " +
-                                                    plan->from.to_string() + " to " + plan->to.to_string() + ")"));
+  note_op(ranks, plan->identity);
   if (plan->communicates()) check_ops(ranks);
   if ((log_enabled("dispatch") || log_enabled("boxing")) && me == ranks.front())
     log_line("boxing", "to_global: " + plan->to_string());

@@ -7,6 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
+#include "../cache_key.hpp"
 #include "spsd/boxing/planner.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/layout/split.hpp"
@@ -36,7 +37,7 @@ Candidate price(const NdSignature& sig, const Placement& placement, std::span<co
     std::shared_ptr<const Plan> plan;
     if (!(layouts[i] == sig.inputs[i])) {
       if (needs_new_partial(layouts[i], sig.inputs[i])) c.viable = false;
-      plan = plan_boxing(inputs[i].shape, inputs[i].dtype, {placement, layouts[i]}, {placement, sig.inputs[i]});
+      plan = plan_boxing(inputs[i].shape, inputs[i].dtype, placement, layouts[i], placement, sig.inputs[i]);
       c.cost_us += plan->cost_us;
       for (const Step& s : plan->steps) c.bytes += s.max_bytes();
     }
@@ -101,41 +102,18 @@ std::shared_ptr<const Resolution> compute(const OpSchema& op, const OpAttrs& att
 }
 
 // The cache key: every integer the resolution depends on.
-struct Key {
-  const OpSchema* op;
-  std::vector<int64_t> words;
-  friend bool operator==(const Key&, const Key&) = default;
-};
-struct KeyHash {
-  size_t operator()(const Key& k) const {
-    uint64_t h = std::hash<const void*>()(k.op);
-    for (int64_t w : k.words) h = (h ^ static_cast<uint64_t>(w)) * 1099511628211ull;
-    return static_cast<size_t>(h);
-  }
-};
-
-int64_t encode(const Sbp& s) {
-  if (s.is_split()) return s.axis();
-  if (s.is_broadcast()) return -1;
-  return -2 - static_cast<int64_t>(s.reduce_op());
-}
-
-Key make_key(const OpSchema& op, const OpAttrs& attrs, const Placement& placement,
-             std::span<const detail::ResolveInput> inputs) {
-  Key k{&op, {}};
-  std::vector<int64_t>& w = k.words;
-  w.reserve(8 + attrs.size() + placement.size() + inputs.size() * 8);
-  w.push_back(static_cast<int64_t>(attrs.size()));
-  w.insert(w.end(), attrs.begin(), attrs.end());
-  w.push_back(static_cast<int64_t>(placement.device_type()));
-  w.push_back(placement.mesh().ndim());
-  for (int64_t d : placement.mesh().dims()) w.push_back(d);
-  w.insert(w.end(), placement.ranks().begin(), placement.ranks().end());
+detail::CacheKey make_key(const OpSchema& op, const OpAttrs& attrs, const Placement& placement,
+                          std::span<const detail::ResolveInput> inputs) {
+  detail::CacheKey k;
+  k.words.reserve(8 + attrs.size() + placement.size() + inputs.size() * 12);
+  k.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&op)));
+  k.add(static_cast<int64_t>(attrs.size()));
+  k.words.insert(k.words.end(), attrs.begin(), attrs.end());
+  k.add(placement);
   for (const detail::ResolveInput& in : inputs) {
-    w.push_back(static_cast<int64_t>(in.dtype));
-    w.push_back(in.shape->ndim());
-    for (int64_t d : in.shape->dims()) w.push_back(d);
-    for (const Sbp& s : in.layout->axes()) w.push_back(encode(s));
+    k.add(static_cast<int64_t>(in.dtype));
+    k.add(*in.shape);
+    k.add(*in.layout);
   }
   return k;
 }
@@ -179,14 +157,13 @@ namespace detail {
 std::shared_ptr<const Resolution> resolve(const OpSchema& op, const OpAttrs& attrs, const Placement& placement,
                                           std::span<const ResolveInput> inputs) {
   static std::mutex mutex;
-  static std::unordered_map<Key, std::shared_ptr<const Resolution>, KeyHash> cache;
-  Key key = make_key(op, attrs, placement, inputs);
-  {
-    std::lock_guard lock(mutex);
-    auto it = cache.find(key);
-    if (it != cache.end()) return it->second;
-  }
-  // Computed outside the lock (the planner has its own); two threads may race to fill one key.
+  static std::unordered_map<CacheKey, std::shared_ptr<const Resolution>, CacheKeyHash> cache;
+  CacheKey key = make_key(op, attrs, placement, inputs);
+  // Resolved under the lock, as the planner plans under its own (taken inside this one, never
+  // the other way round): the ranks of a simulated world ask for the same resolution at once,
+  // and one of them computing it while the others wait beats all of them computing it.
+  std::lock_guard lock(mutex);
+  if (auto it = cache.find(key); it != cache.end()) return it->second;
   std::vector<TensorMeta> metas;
   std::vector<NdSbp> layouts;
   for (const ResolveInput& in : inputs) {
@@ -194,7 +171,6 @@ std::shared_ptr<const Resolution> resolve(const OpSchema& op, const OpAttrs& att
     layouts.push_back(*in.layout);
   }
   std::shared_ptr<const Resolution> r = compute(op, attrs, placement, metas, layouts);
-  std::lock_guard lock(mutex);
   // Bounded memory for programs whose shapes keep changing: when full, start over (holders of
   // a resolution keep it alive; a resolution computed again is the same on every rank).
   if (cache.size() >= kMaxCachedResolutions) cache.clear();

@@ -168,6 +168,31 @@ TEST_CASE("plans: cached, printable, and a 2x2 (S(0), S(1)) -> (B, B) gathers al
   CHECK(plan_boxing(Shape{8}, DType::kFloat32, {line, sbp::split(0)}, {line, sbp::split(0)})->steps.empty());
 }
 
+TEST_CASE("plans: the cache tells apart every part of the conversion", "[boxing][plan]") {
+  const Placement line("cpu", {0, 1, 2, 3}), grid("cpu", {{0, 1}, {2, 3}}), reordered("cpu", {1, 0, 2, 3});
+  const NdSbp s0(sbp::split(0)), b(sbp::broadcast);
+  auto base = plan_boxing(Shape{8, 4}, DType::kFloat32, line, s0, line, b);
+  CHECK(base == plan_boxing(Shape{8, 4}, DType::kFloat32, {line, s0}, {line, b}));  // both forms, one entry
+  REQUIRE(base->identity != nullptr);
+  CHECK(base->identity->description == "to_global((8, 4) float32 from (S(0)) on " + line.to_string() + " to (B) on " +
+                                           line.to_string() + ")");
+  // Each differs from base in one part; none may come back as base's plan.
+  const std::vector<std::shared_ptr<const Plan>> others = {
+      plan_boxing(Shape{4, 8}, DType::kFloat32, line, s0, line, b),                  // the shape
+      plan_boxing(Shape{8, 4}, DType::kFloat64, line, s0, line, b),                  // the dtype
+      plan_boxing(Shape{8, 4}, DType::kFloat32, reordered, s0, line, b),             // the source's rank order
+      plan_boxing(Shape{8, 4}, DType::kFloat32, line, s0, reordered, b),             // the target's rank order
+      plan_boxing(Shape{8, 4}, DType::kFloat32, line, NdSbp(sbp::split(1)), line, b),  // the source Sbp
+      plan_boxing(Shape{8, 4}, DType::kFloat32, line, s0, line, NdSbp(sbp::partial_sum)),  // the target Sbp
+      plan_boxing(Shape{8, 4}, DType::kFloat32, grid, {sbp::split(0), sbp::broadcast}, grid, {b[0], b[0]}),  // the mesh
+  };
+  for (size_t i = 0; i < others.size(); ++i) {
+    INFO("variant " << i << ": " << others[i]->identity->description);
+    CHECK(others[i] != base);
+    CHECK(others[i]->identity->description != base->identity->description);
+  }
+}
+
 TEST_CASE("layout_diagram of a global tensor", "[global]") {
   std::string text;
   spsd::simulate(4, [&] {

@@ -2,6 +2,7 @@
 // A boxing plan: the steps that turn one layout of a tensor into another, each with the
 // traffic it is predicted to cause on every rank.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -9,6 +10,7 @@
 #include "spsd/core/shape.hpp"
 #include "spsd/layout/nd_sbp.hpp"
 #include "spsd/layout/placement.hpp"
+#include "spsd/runtime/consistency.hpp"
 
 namespace spsd {
 
@@ -51,6 +53,9 @@ struct Plan {
   Layout from, to;
   std::vector<Step> steps;
   double cost_us = 0;
+  // "to_global(shape dtype from ... to ...)": what every to_global running this plan notes for
+  // the cross-rank check (runtime/consistency.hpp); built once with the plan.
+  std::shared_ptr<const detail::OpIdentity> identity;
   int64_t bytes_sent(int64_t rank) const;      // predicted, summed over steps
   int64_t bytes_received(int64_t rank) const;
   // Whether some step calls the communicator (every kind but kLocal and kDeviceCopy); a plan of local steps

@@ -16,6 +16,9 @@ inline constexpr size_t kMaxCachedPlans = 4096;
 
 // The plan the library runs for this conversion (cached by shape, dtype and both layouts).
 std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const Layout& from, const Layout& to);
+// The same, for callers holding the layouts' parts (a cache hit then copies none of them).
+std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const Placement& from, const NdSbp& from_sbp,
+                                        const Placement& to, const NdSbp& to_sbp);
 
 // The plan as text: steps, collectives, bytes per rank, cost.
 std::string explain_boxing(const Shape& shape, DType dtype, const Placement& from, const NdSbp& from_sbp,
