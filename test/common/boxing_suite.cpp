@@ -118,15 +118,15 @@ void check_boxing(const Tensor<T>& whole, const Layout& from, const Layout& to, 
   reset_comm_stats();
   GlobalTensor<T> y = x.to_global(to.placement, to.nd_sbp);
   CommStats moved = comm_stats();
-  std::string what = describe(shape, dtype_of<T>, from, to);
+  auto what = [&] { return describe(shape, dtype_of<T>, from, to); };
 
   bool partial = from.nd_sbp.has_partial() || to.nd_sbp.has_partial();
   if (!to.placement.contains(me)) {
-    if (y.to_local().defined()) failures.add(what + ": a rank outside the target holds data");
+    if (y.to_local().defined()) failures.add(what() + ": a rank outside the target holds data");
   } else if (!to.nd_sbp.has_partial()) {
     Box box = box_of(shape, to.placement, to.nd_sbp, me);
     if (!(y.to_local().shape() == box.shape()))
-      failures.add(what + ": local shape " + y.to_local().shape().to_string() + ", expected " + box.shape().to_string());
+      failures.add(what() + ": local shape " + y.to_local().shape().to_string() + ", expected " + box.shape().to_string());
     else
       expect_elements(failures, what, y.to_local().to_vector().data(), values_in(whole, box));
   }
@@ -143,16 +143,16 @@ void check_boxing(const Tensor<T>& whole, const Layout& from, const Layout& to, 
     expected_received = plan_boxing(shape, dtype_of<T>, from, to)->bytes_received(me);
   }
   if (moved.bytes_received != expected_received)
-    failures.add(what + ": received " + std::to_string(moved.bytes_received) + " bytes, expected " +
+    failures.add(what() + ": received " + std::to_string(moved.bytes_received) + " bytes, expected " +
                  std::to_string(expected_received) + (partial ? " (plan)" : " (lower bound)"));
   if (partial && moved.bytes_sent != plan_boxing(shape, dtype_of<T>, from, to)->bytes_sent(me))
-    failures.add(what + ": sent " + std::to_string(moved.bytes_sent) + " bytes, the plan says " +
+    failures.add(what() + ": sent " + std::to_string(moved.bytes_sent) + " bytes, the plan says " +
                  std::to_string(plan_boxing(shape, dtype_of<T>, from, to)->bytes_sent(me)));
 
   // Partial targets: the reduction of the pieces must be the reference.
   if (to.nd_sbp.has_partial() && to.placement.contains(me)) {
     Tensor<T> full = y.full();
-    expect_elements(failures, what + " (full)", full.data(), whole.to_vector());
+    expect_elements(failures, [&] { return what() + " (full)"; }, full.data(), whole.to_vector());
   }
 }
 
