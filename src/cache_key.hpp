@@ -26,7 +26,8 @@ struct CacheKey {
   }
   void add(const NdSbp& nd_sbp) {
     add(static_cast<int64_t>(nd_sbp.size()));
-    for (const Sbp& s : nd_sbp.axes()) add(s.is_split() ? s.axis() : s.is_broadcast() ? -1 : -2 - static_cast<int64_t>(s.reduce_op()));
+    for (const Sbp& s : nd_sbp.axes())
+      add(s.is_split() ? s.axis() : s.is_broadcast() ? -1 : -2 - static_cast<int64_t>(s.reduce_op()));
   }
 
   friend bool operator==(const CacheKey&, const CacheKey&) = default;

@@ -88,7 +88,6 @@ LocalCommunicator::LocalCommunicator(std::shared_ptr<LocalGroup> group, int64_t 
                                      const std::chrono::milliseconds* timeout)
     : Communicator(group->world_ranks(), my_index, stats), group_(std::move(group)), timeout_(timeout) {}
 
-// Every member evaluates the same published calls, so all of them throw (or none does).
 namespace {
 
 // Whether the messages member a sends to member b have, in order, the counts b receives from a.
@@ -108,6 +107,7 @@ bool messages_match(const LocalCall& ca, const LocalCall& cb, int64_t a, int64_t
 
 }  // namespace
 
+// Every member evaluates the same published calls, so all of them throw (or none does).
 void LocalCommunicator::check_matching_calls() {
   const LocalCall& first = group_->call(0);
   const char* op = spsd::to_string(group_->call(rank()).kind).data();

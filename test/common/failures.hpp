@@ -49,8 +49,8 @@ std::string show(T v) {
 }
 
 // The name of a checked case: a string, or a function that builds one, called only when the case
-// failed (the sweeps check thousands of cases, and building every name cost them a tenth of
-// their time under AddressSanitizer).
+// failed (the sweeps check thousands of cases: building every name was 6 % of the instructions
+// of the 1-d boxing sweep, callgrind).
 template <class What>
 std::string name_of(const What& what) {
   if constexpr (std::is_invocable_v<const What&>) return what();
