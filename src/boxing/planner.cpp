@@ -4,6 +4,7 @@
 #include "spsd/boxing/planner.hpp"
 
 #include <algorithm>
+#include <limits>
 #include <mutex>
 #include <optional>
 #include <queue>
@@ -65,156 +66,156 @@ std::optional<StepKind> one_axis_step(const NdSbp& nd, int64_t a, const Sbp& to)
   return std::nullopt;  // P(op) -> P(op'): through B
 }
 
-NdSbp with_axis(const NdSbp& nd, int64_t a, const Sbp& s) {
-  std::vector<Sbp> axes = nd.axes();
-  axes[a] = s;
-  return NdSbp(std::move(axes));
-}
-
 NdSbp without_partial(const NdSbp& nd) {
   std::vector<Sbp> axes = nd.axes();
   for (Sbp& s : axes) if (s.is_partial()) s = sbp::broadcast;
   return NdSbp(std::move(axes));
 }
 
-Step make_step(const Shape& shape, DType dtype, StepKind kind, const Layout& from, const Layout& to, int64_t axis) {
-  detail::Prediction p = detail::predict(dtype, kind, from, to, axis, boxes_of(shape, from.placement, from.nd_sbp),
-                                         boxes_of(shape, to.placement, to.nd_sbp));
-  return Step{kind, from, to, axis, std::move(p.traffic), p.cost_us};
-}
-
-// A compact node key: which placement, then one byte per mesh axis.
-std::string key_of(const Layout& l, bool on_target_placement) {
-  std::string key(1, on_target_placement ? 't' : 's');
-  for (const Sbp& s : l.nd_sbp)
-    key += static_cast<char>(s.is_split() ? s.axis() : s.is_broadcast() ? 100 : 101 + static_cast<int>(s.reduce_op()));
-  return key;
-}
-
+// The search's nodes are numbered: which placement (bit 0: the target's), then one digit per
+// mesh axis, the index of its Sbp among sbp_options. Each node's layout, boxes and shortfall are
+// made once, when the search first reaches it; edges are only numbers until a step is priced.
 class Search {
  public:
   Search(const Shape& shape, DType dtype, const Layout& from, const Layout& to)
-      : shape_(shape), dtype_(dtype), from_(from), to_(to) {
+      : shape_(shape), dtype_(dtype), from_(from), to_(to), options_(sbp_options(shape.ndim())),
+        same_placement_(from.placement == to.placement) {
+    const int64_t base = static_cast<int64_t>(options_.size());
+    const size_t mesh_axes = std::max(from.nd_sbp.size(), to.nd_sbp.size());
+    int64_t weight = 2;
+    for (size_t a = 0; a < mesh_axes; ++a) {
+      SPSD_CHECK(weight <= std::numeric_limits<int64_t>::max() / base, "boxing", "a mesh of ", mesh_axes,
+                 " axes and a tensor of ", shape.ndim(), " axes have too many layouts to plan over");
+      digit_weight_.push_back(weight);
+      weight *= base;
+    }
     // Exchange targets: the target, its S/B form, and, across placements, S/B layouts one mesh
     // axis away from that (scatter to a split, then gather among the destinations: a small
     // source placement then sends each element once instead of once per destination).
-    NdSbp sb = without_partial(to.nd_sbp);
-    exchange_targets_ = {to};
-    if (!(sb == to.nd_sbp)) exchange_targets_.push_back({to.placement, sb});
-    if (!(from.placement == to.placement))
-      for (size_t a = 0; a < sb.size(); ++a)
-      for (const Sbp& s : sbp_options(shape.ndim()))
-        if (!s.is_partial() && !(s == sb[a])) exchange_targets_.push_back({to.placement, with_axis(sb, a, s)});
+    target_ = id_of(to.nd_sbp, true);
+    const int64_t sb = id_of(without_partial(to.nd_sbp), true);
+    exchange_targets_ = {target_};
+    if (sb != target_) exchange_targets_.push_back(sb);
+    if (!same_placement_)
+      for (size_t a = 0; a < to.nd_sbp.size(); ++a)
+        for (const Sbp& s : options_)
+          if (!s.is_partial() && with_digit(sb, a, s) != sb) exchange_targets_.push_back(with_digit(sb, a, s));
   }
 
   std::vector<Step> run() {
-    target_key_ = key_of(to_, true);
-    push(from_, 0, std::nullopt, "");
+    push(id_of(from_.nd_sbp, same_placement_), 0, std::nullopt);
     while (!queue_.empty()) {
-      auto [estimate, seq, key] = queue_.top();
+      auto [estimate, seq, id] = queue_.top();
       queue_.pop();
-      Node& node = nodes_.at(key);
+      Node& node = node_at(id);
       if (node.done) continue;
       node.done = true;
-      if (key == target_key_) return path_to(key);
-      expand(node.layout, node.cost, key);
+      if (id == target_) return path_to(id);
+      expand(id, node);
     }
     detail::throw_error("boxing", "no plan from ", from_.to_string(), " to ", to_.to_string());
   }
 
  private:
   // An edge: the step's kind and mesh axis; its Step is built only if it ends up on the path.
-  struct Edge {
+  struct Via {
     StepKind kind;
     int64_t mesh_axis;
-  };
-  struct Via {
-    Edge edge;
-    Layout from;
+    int64_t from;  // node id
   };
   struct Node {
     Layout layout;
-    double cost;
-    std::optional<Via> via;  // the edge that reached it
-    std::string prev;
-    bool done = false;
+    std::vector<Box> boxes;               // every rank's box, placement order
+    std::vector<int64_t> shortfall = {};  // see shortfall(); empty until asked
+    double cost = 0;
+    bool reached = false, done = false;
+    std::optional<Via> via = {};  // the edge that reached it
   };
 
-  // Every rank's box in a layout, computed once per search.
-  const std::vector<Box>& boxes(const Layout& l) {
-    std::string key = key_of(l, l.placement == to_.placement);
-    auto it = boxes_.find(key);
-    if (it == boxes_.end()) it = boxes_.emplace(key, boxes_of(shape_, l.placement, l.nd_sbp)).first;
-    return it->second;
+  int64_t digit_of(const Sbp& s) const { return std::find(options_.begin(), options_.end(), s) - options_.begin(); }
+  bool on_target(int64_t id) const { return (id & 1) != 0; }
+
+  int64_t id_of(const NdSbp& nd, bool on_target_placement) const {
+    int64_t id = on_target_placement ? 1 : 0;
+    for (size_t a = 0; a < nd.size(); ++a) id += digit_of(nd[a]) * digit_weight_[a];
+    return id;
+  }
+  int64_t with_digit(int64_t id, size_t a, const Sbp& s) const {
+    int64_t old = id / digit_weight_[a] % static_cast<int64_t>(options_.size());
+    return id + (digit_of(s) - old) * digit_weight_[a];
   }
 
-  // A layout's side of the search (see push): only the target placement's own layouts count as it.
-  bool side_of(const Layout& l) const { return l.placement == to_.placement; }
+  Node& node_at(int64_t id) {
+    auto it = nodes_.find(id);
+    if (it != nodes_.end()) return it->second;
+    const Placement& placement = on_target(id) ? to_.placement : from_.placement;
+    std::vector<Sbp> axes;
+    for (int64_t a = 0; a < placement.mesh().ndim(); ++a)
+      axes.push_back(options_[id / digit_weight_[a] % static_cast<int64_t>(options_.size())]);
+    NdSbp nd(std::move(axes));
+    std::vector<Box> boxes = boxes_of(shape_, placement, nd);
+    return nodes_.emplace(id, Node{{placement, std::move(nd)}, std::move(boxes)}).first->second;
+  }
 
-  void expand(const Layout& at, double cost, const std::string& key) {
-    const NdSbp& nd = at.nd_sbp;
+  void expand(int64_t id, const Node& at) {
+    const NdSbp& nd = at.layout.nd_sbp;
     for (size_t a = 0; a < nd.size(); ++a)
-      for (const Sbp& s : sbp_options(shape_.ndim())) {
+      for (const Sbp& s : options_) {
         // Partial values only get in the way, unless the target wants exactly this one here.
-        if (s.is_partial() && !(at.placement == to_.placement && to_.nd_sbp[a] == s)) continue;
-        if (auto kind = one_axis_step(nd, a, s)) {
-          Layout next{at.placement, with_axis(nd, a, s)};
-          relax({*kind, static_cast<int64_t>(a)}, at, next, cost, key);
-        }
+        if (s.is_partial() && !(on_target(id) && to_.nd_sbp[a] == s)) continue;
+        if (auto kind = one_axis_step(nd, a, s)) relax({*kind, static_cast<int64_t>(a), id}, with_digit(id, a, s), at.cost);
       }
     if (nd.has_partial()) return;  // the exchange moves S/B data only
-    for (const Layout& target : exchange_targets_)
-      if (!(target == at)) relax({StepKind::kExchange, -1}, at, target, cost, key);
+    for (int64_t target : exchange_targets_)
+      if (target != id) relax({StepKind::kExchange, -1, id}, target, at.cost);
   }
 
-  void relax(const Edge& e, const Layout& from, const Layout& to, double cost, const std::string& prev) {
-    detail::Prediction p = detail::predict(dtype_, e.kind, from, to, e.mesh_axis, boxes(from), boxes(to));
-    if (minimal_ && !keeps_lower_bound(p, from, to)) return;
-    push(to, cost + p.cost_us, Via{e, from}, prev);
+  void relax(const Via& e, int64_t to, double cost) {
+    Node& a = node_at(e.from);
+    Node& b = node_at(to);  // unordered_map: references stay valid when it grows
+    detail::Prediction p = detail::predict(dtype_, e.kind, a.layout, b.layout, e.mesh_axis, a.boxes, b.boxes);
+    if (minimal_ && !keeps_lower_bound(p, a, b)) return;
+    push(to, cost + p.cost_us, e);
   }
 
-  void push(const Layout& layout, double cost, std::optional<Via> via, const std::string& prev) {
-    // Only an exchange, or a step on the target placement, lands on the target placement.
-    bool target_side = layout.placement == to_.placement &&
-                       (!via || via->edge.kind == StepKind::kExchange || via->from.placement == to_.placement);
-    std::string key = key_of(layout, target_side);
-    auto it = nodes_.find(key);
+  void push(int64_t id, double cost, std::optional<Via> via) {
+    Node& n = node_at(id);
     // Strictly cheaper only: on ties the first path found (fewer steps, table order) stays.
-    if (it != nodes_.end() && (it->second.done || it->second.cost <= cost)) return;
-    nodes_.insert_or_assign(key, Node{layout, cost, std::move(via), prev});
-    queue_.push({cost + remaining_at_least(layout, key), seq_++, key});
+    if (n.done || (n.reached && n.cost <= cost)) return;
+    n.cost = cost;
+    n.reached = true;
+    n.via = via;
+    queue_.push({cost + remaining_at_least(id, n), seq_++, id});
   }
 
-  // Bytes of its target box each target rank does not hold in layout `at` (placement order).
-  const std::vector<int64_t>& shortfall(const Layout& at, const std::string& key) {
-    auto it = shortfall_.find(key);
-    if (it != shortfall_.end()) return it->second;
-    const std::vector<Box>& mine = boxes(at);
-    const std::vector<Box>& need = boxes(to_);
-    std::vector<int64_t> missing(to_.placement.size());
+  // Bytes of its target box each target rank does not hold in this node (placement order).
+  const std::vector<int64_t>& shortfall(Node& at) {
+    if (!at.shortfall.empty()) return at.shortfall;  // a placement has at least one rank
+    const std::vector<Box>& need = node_at(target_).boxes;
+    at.shortfall.resize(to_.placement.size());
     for (int64_t pos = 0; pos < to_.placement.size(); ++pos) {
-      int64_t held_pos = at.placement.position(to_.placement.ranks()[pos]);
-      int64_t held = held_pos < 0 ? 0 : overlap(need[pos], mine[held_pos]);
-      missing[pos] = (need[pos].numel() - held) * size_of(dtype_);
+      int64_t held_pos = at.layout.placement.position(to_.placement.ranks()[pos]);
+      int64_t held = held_pos < 0 ? 0 : overlap(need[pos], at.boxes[held_pos]);
+      at.shortfall[pos] = (need[pos].numel() - held) * size_of(dtype_);
     }
-    return shortfall_.emplace(key, std::move(missing)).first->second;
+    return at.shortfall;
   }
 
   // Between S/B layouts a plan receives exactly the lower bound iff every step lowers each
   // rank's shortfall by exactly what the rank receives (no element travels twice, none is
   // dropped and fetched again); the search then keeps only such steps. The exchange into the
   // target always qualifies, so a plan always exists.
-  bool keeps_lower_bound(const detail::Prediction& p, const Layout& from, const Layout& to) {
-    const std::vector<int64_t>& before = shortfall(from, key_of(from, side_of(from)));
-    const std::vector<int64_t>& after = shortfall(to, key_of(to, side_of(to)));
-    std::vector<int64_t> received(to_.placement.size(), 0);
+  bool keeps_lower_bound(const detail::Prediction& p, Node& from, Node& to) {
+    const std::vector<int64_t>& before = shortfall(from);
+    const std::vector<int64_t>& after = shortfall(to);
+    received_.assign(to_.placement.size(), 0);
     for (const RankTraffic& t : p.traffic) {
       int64_t pos = to_.placement.position(t.rank);
       if (pos < 0 && t.bytes_received > 0) return false;  // off the target: nothing to receive
-      if (pos >= 0) received[pos] = t.bytes_received;
+      if (pos >= 0) received_[pos] = t.bytes_received;
     }
-    for (size_t pos = 0; pos < received.size(); ++pos)
-      if (received[pos] != before[pos] - after[pos]) return false;
+    for (size_t pos = 0; pos < received_.size(); ++pos)
+      if (received_[pos] != before[pos] - after[pos]) return false;
     return true;
   }
 
@@ -222,32 +223,36 @@ class Search {
   // times its busiest rank's bytes, so this never overestimates; it is also consistent (a step
   // lowers a rank's shortfall by at most what it receives). Partial layouts get 0: steps into
   // them move no bytes but change boxes.
-  double remaining_at_least(const Layout& at, const std::string& key) {
-    if (key == target_key_ || at.nd_sbp.has_partial() || to_.nd_sbp.has_partial()) return 0;
-    const std::vector<int64_t>& missing = shortfall(at, key);
+  double remaining_at_least(int64_t id, Node& at) {
+    if (id == target_ || at.layout.nd_sbp.has_partial() || to_.nd_sbp.has_partial()) return 0;
+    const std::vector<int64_t>& missing = shortfall(at);
     int64_t worst = missing.empty() ? 0 : *std::max_element(missing.begin(), missing.end());
     const CostModel& m = cost_model(to_.placement.device_type());
     return m.step_us + m.beta_us_per_byte * static_cast<double>(worst);
   }
 
-  std::vector<Step> path_to(std::string key) {
+  std::vector<Step> path_to(int64_t id) {
     std::vector<Step> steps;
-    while (const auto& via = nodes_.at(key).via) {
-      steps.push_back(make_step(shape_, dtype_, via->edge.kind, via->from, nodes_.at(key).layout, via->edge.mesh_axis));
-      key = nodes_.at(key).prev;
+    while (const std::optional<Via>& via = node_at(id).via) {
+      const Node &a = node_at(via->from), &b = node_at(id);
+      detail::Prediction p = detail::predict(dtype_, via->kind, a.layout, b.layout, via->mesh_axis, a.boxes, b.boxes);
+      steps.push_back(Step{via->kind, a.layout, b.layout, via->mesh_axis, std::move(p.traffic), p.cost_us});
+      id = via->from;
     }
     return {steps.rbegin(), steps.rend()};
   }
 
-  using Entry = std::tuple<double, int64_t, std::string>;
+  using Entry = std::tuple<double, int64_t, int64_t>;  // estimate, push order, node id
   const Shape& shape_;
   DType dtype_;
   const Layout &from_, &to_;
-  std::vector<Layout> exchange_targets_;
-  std::string target_key_;
-  std::unordered_map<std::string, Node> nodes_;
-  std::unordered_map<std::string, std::vector<Box>> boxes_;
-  std::unordered_map<std::string, std::vector<int64_t>> shortfall_;
+  const std::vector<Sbp> options_;
+  const bool same_placement_;
+  std::vector<int64_t> digit_weight_;  // 2 * options^a: node id = placement bit + sum of digit_a * weight_a
+  int64_t target_ = 0;
+  std::vector<int64_t> exchange_targets_;
+  std::unordered_map<int64_t, Node> nodes_;
+  std::vector<int64_t> received_;  // keeps_lower_bound's scratch
   bool minimal_ = !from_.nd_sbp.has_partial() && !to_.nd_sbp.has_partial();
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
   int64_t seq_ = 0;
