@@ -6,12 +6,13 @@
 namespace spsd::detail {
 
 AxisTraffic all_gather_traffic(const AxisGroup& g) {
-  std::vector<int64_t> counts = g.old_counts();
+  const std::vector<int64_t>& counts = g.old_counts;
   return {traffic::all_gather(counts, g.me), g.new_box(g.me).numel()};
 }
 
 StoragePtr run_all_gather(const AxisGroup& g, DType dtype, const StoragePtr& in) {
-  std::vector<int64_t> counts = g.old_counts(), displs = displacements(counts);
+  const std::vector<int64_t>& counts = g.old_counts;
+  std::vector<int64_t> displs = displacements(counts);
   const Box& whole = g.new_box(g.me);
   StoragePtr out = allocate(whole, dtype, g.device);
   // Pieces that follow each other in the gathered box's row-major order land in place.

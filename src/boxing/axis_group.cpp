@@ -7,38 +7,33 @@
 
 namespace spsd::detail {
 
-std::vector<int64_t> AxisGroup::old_counts() const {
-  std::vector<int64_t> n;
-  for (int64_t m = 0; m < size(); ++m) n.push_back(old_box(m).numel());
-  return n;
-}
-std::vector<int64_t> AxisGroup::new_counts() const {
-  std::vector<int64_t> n;
-  for (int64_t m = 0; m < size(); ++m) n.push_back(new_box(m).numel());
-  return n;
-}
-
 namespace {
-// Row-major mesh: the members of a group along `axis` sit `stride` positions apart.
-AxisGroup group_from(const Placement& p, int64_t axis, int64_t leader_pos, const std::vector<Box>& old_boxes,
-                     const std::vector<Box>& new_boxes) {
-  int64_t stride = 1;
-  for (int64_t b = axis + 1; b < p.mesh().ndim(); ++b) stride *= p.mesh()[b];
-  AxisGroup g;
-  for (int64_t k = 0; k < p.mesh()[axis]; ++k) {
-    g.positions.push_back(leader_pos + k * stride);
-    g.ranks.push_back(p.ranks()[leader_pos + k * stride]);
-  }
-  g.device = p.device_type();
-  g.old_all = &old_boxes;
-  g.new_all = &new_boxes;
-  return g;
-}
-
 int64_t axis_stride(const Placement& p, int64_t axis) {
   int64_t stride = 1;
   for (int64_t b = axis + 1; b < p.mesh().ndim(); ++b) stride *= p.mesh()[b];
   return stride;
+}
+
+// Refills g (keeping its vectors' memory) with the group along `axis` whose first member sits
+// at leader_pos; in a row-major mesh the members are `stride` positions apart.
+void fill_group(AxisGroup& g, const Placement& p, int64_t axis, int64_t leader_pos, const std::vector<Box>& old_boxes,
+                const std::vector<Box>& new_boxes) {
+  const int64_t stride = axis_stride(p, axis), n = p.mesh()[axis];
+  for (std::vector<int64_t>* v : {&g.ranks, &g.positions, &g.old_counts, &g.new_counts}) v->reserve(n);
+  g.ranks.clear();
+  g.positions.clear();
+  g.old_counts.clear();
+  g.new_counts.clear();
+  for (int64_t k = 0; k < n; ++k) {
+    const int64_t pos = leader_pos + k * stride;
+    g.positions.push_back(pos);
+    g.ranks.push_back(p.ranks()[pos]);
+    g.old_counts.push_back(old_boxes[pos].numel());
+    g.new_counts.push_back(new_boxes[pos].numel());
+  }
+  g.device = p.device_type();
+  g.old_all = &old_boxes;
+  g.new_all = &new_boxes;
 }
 }  // namespace
 
@@ -47,7 +42,8 @@ AxisGroup axis_group(const Step& step, const std::vector<Box>& old_boxes, const 
   const Placement& p = step.from.placement;
   int64_t pos = p.position(rank), stride = axis_stride(p, step.mesh_axis);
   int64_t coord = pos / stride % p.mesh()[step.mesh_axis];
-  AxisGroup g = group_from(p, step.mesh_axis, pos - coord * stride, old_boxes, new_boxes);
+  AxisGroup g;
+  fill_group(g, p, step.mesh_axis, pos - coord * stride, old_boxes, new_boxes);
   g.me = coord;
   return g;
 }
@@ -70,30 +66,6 @@ AxisTraffic axis_traffic(const AxisGroup& g, StepKind kind, const Sbp& from, con
   throw_error("boxing", "no axis traffic for ", to_string(kind));
 }
 
-void predict_exchange(DType dtype, const Layout& from, const Layout& to, const std::vector<Box>& from_boxes,
-                      const std::vector<Box>& to_boxes, Prediction& out, int64_t& max_messages, int64_t& max_local) {
-  std::vector<int64_t> ranks = exchange_ranks(from, to);
-  auto index = [&](int64_t r) { return std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin(); };
-  std::vector<RankTraffic> t(ranks.size());
-  std::vector<int64_t> received_messages(ranks.size(), 0), local(ranks.size(), 0);
-  for (size_t i = 0; i < ranks.size(); ++i) t[i].rank = ranks[i];
-  for (const Transfer& x : exchange_transfers(from, from_boxes, to, to_boxes)) {
-    int64_t bytes = x.region.numel() * size_of(dtype);
-    if (x.src == x.dst) {
-      local[index(x.dst)] += bytes;
-      continue;
-    }
-    t[index(x.src)].bytes_sent += bytes;
-    t[index(x.src)].messages += 1;
-    t[index(x.dst)].bytes_received += bytes;
-    received_messages[index(x.dst)] += 1;
-  }
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    max_messages = std::max({max_messages, t[i].messages, received_messages[i]});
-    max_local = std::max(max_local, local[i] + t[i].bytes_received);
-  }
-  out.traffic = std::move(t);
-}
 }  // namespace
 
 Prediction predict(DType dtype, StepKind kind, const Layout& from, const Layout& to, int64_t mesh_axis,
@@ -101,15 +73,20 @@ Prediction predict(DType dtype, StepKind kind, const Layout& from, const Layout&
   Prediction out;
   int64_t max_messages = 0, max_local = 0, n = 1, max_bytes = 0;
   if (kind == StepKind::kExchange) {
-    predict_exchange(dtype, from, to, from_boxes, to_boxes, out, max_messages, max_local);
+    ExchangeTraffic x = exchange_traffic(dtype, from, from_boxes, to, to_boxes);
+    out.traffic = std::move(x.traffic);
+    max_messages = x.max_messages;
+    max_local = x.max_local;
     n = static_cast<int64_t>(out.traffic.size());
   } else {
     const Placement& p = from.placement;
     n = p.mesh()[mesh_axis];
     int64_t stride = axis_stride(p, mesh_axis);
+    out.traffic.reserve(p.size());
+    AxisGroup g;
     for (int64_t pos = 0; pos < p.size(); ++pos) {
       if (pos / stride % n != 0) continue;  // one pass per group, from its first member
-      AxisGroup g = group_from(p, mesh_axis, pos, from_boxes, to_boxes);
+      fill_group(g, p, mesh_axis, pos, from_boxes, to_boxes);
       for (g.me = 0; g.me < g.size(); ++g.me) {
         AxisTraffic a = axis_traffic(g, kind, from.nd_sbp[mesh_axis], to.nd_sbp[mesh_axis]);
         out.traffic.push_back({g.ranks[g.me], a.wire.sent * size_of(dtype), a.wire.received * size_of(dtype), 0});

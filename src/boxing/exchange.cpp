@@ -14,7 +14,7 @@ namespace spsd::detail {
 namespace {
 // The distinct boxes of an S/B layout partition the tensor; each is held by one or more ranks.
 struct Piece {
-  Box box;
+  const Box* box;                // one of the layout's boxes
   std::vector<int64_t> holders;  // world ranks, in placement order
 };
 
@@ -23,11 +23,41 @@ std::vector<Piece> pieces_of(const Layout& layout, const std::vector<Box>& boxes
   for (int64_t pos = 0; pos < layout.placement.size(); ++pos) {
     const Box& b = boxes[pos];
     int64_t r = layout.placement.ranks()[pos];
-    auto it = std::find_if(pieces.begin(), pieces.end(), [&](const Piece& p) { return p.box == b; });
-    if (it == pieces.end()) pieces.push_back({b, {r}});
+    auto it = std::find_if(pieces.begin(), pieces.end(), [&](const Piece& p) { return *p.box == b; });
+    if (it == pieces.end()) pieces.push_back({&b, {r}});
     else it->holders.push_back(r);
   }
   return pieces;
+}
+
+// Calls visit(src, dst, need, piece, elements) for each transfer: destination dst needs the part
+// of its box `need` that lies in `piece`, and takes it from src. Self first; otherwise the holder
+// with the least volume assigned so far (first in placement order on ties), which spreads a
+// broadcast source's load over its copies. The planner's prediction and the run share this walk.
+template <class Visit>
+void for_each_transfer(const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
+                       const std::vector<Box>& to_boxes, Visit&& visit) {
+  std::vector<Piece> pieces = pieces_of(from, from_boxes);
+  std::vector<int64_t> load(from.placement.size(), 0);
+  for (int64_t pos = 0; pos < to.placement.size(); ++pos) {
+    int64_t d = to.placement.ranks()[pos];
+    if (to.nd_sbp.has_partial() && !holds_partial_value(to.placement, to.nd_sbp, d)) continue;
+    const Box& need = to_boxes[pos];
+    if (need.empty()) continue;
+    for (const Piece& piece : pieces) {
+      int64_t elements = overlap(need, *piece.box);
+      if (elements == 0) continue;
+      if (std::find(piece.holders.begin(), piece.holders.end(), d) != piece.holders.end()) {
+        visit(d, d, need, *piece.box, elements);
+        continue;
+      }
+      int64_t best = piece.holders.front();
+      for (int64_t h : piece.holders)
+        if (load[from.placement.position(h)] < load[from.placement.position(best)]) best = h;
+      load[from.placement.position(best)] += elements;
+      visit(best, d, need, *piece.box, elements);
+    }
+  }
 }
 }  // namespace
 
@@ -39,33 +69,40 @@ std::vector<int64_t> exchange_ranks(const Layout& from, const Layout& to) {
   return ranks;
 }
 
-// Self first; otherwise the holder with the least volume assigned so far (first in placement
-// order on ties), which spreads a broadcast source's load over its copies.
 std::vector<Transfer> exchange_transfers(const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
                                          const std::vector<Box>& to_boxes) {
-  std::vector<Piece> pieces = pieces_of(from, from_boxes);
-  std::vector<int64_t> load(from.placement.size(), 0);
   std::vector<Transfer> transfers;
-  for (int64_t pos = 0; pos < to.placement.size(); ++pos) {
-    int64_t d = to.placement.ranks()[pos];
-    if (to.nd_sbp.has_partial() && !holds_partial_value(to.placement, to.nd_sbp, d)) continue;
-    const Box& need = to_boxes[pos];
-    if (need.empty()) continue;
-    for (const Piece& piece : pieces) {
-      if (overlap(need, piece.box) == 0) continue;
-      Box region = intersect(need, piece.box);
-      if (std::find(piece.holders.begin(), piece.holders.end(), d) != piece.holders.end()) {
-        transfers.push_back({d, d, region});
-        continue;
-      }
-      int64_t best = piece.holders.front();
-      for (int64_t h : piece.holders)
-        if (load[from.placement.position(h)] < load[from.placement.position(best)]) best = h;
-      load[from.placement.position(best)] += region.numel();
-      transfers.push_back({best, d, region});
-    }
-  }
+  for_each_transfer(from, from_boxes, to, to_boxes, [&](int64_t src, int64_t dst, const Box& need, const Box& piece, int64_t) {
+    transfers.push_back({src, dst, intersect(need, piece)});
+  });
   return transfers;
+}
+
+ExchangeTraffic exchange_traffic(DType dtype, const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
+                                 const std::vector<Box>& to_boxes) {
+  ExchangeTraffic out;
+  std::vector<int64_t> ranks = exchange_ranks(from, to);
+  auto index = [&](int64_t r) { return std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin(); };
+  std::vector<RankTraffic>& t = out.traffic;
+  t.resize(ranks.size());
+  std::vector<int64_t> received_messages(ranks.size(), 0), local(ranks.size(), 0);
+  for (size_t i = 0; i < ranks.size(); ++i) t[i].rank = ranks[i];
+  for_each_transfer(from, from_boxes, to, to_boxes, [&](int64_t src, int64_t dst, const Box&, const Box&, int64_t elements) {
+    int64_t bytes = elements * size_of(dtype);
+    if (src == dst) {
+      local[index(dst)] += bytes;
+      return;
+    }
+    t[index(src)].bytes_sent += bytes;
+    t[index(src)].messages += 1;
+    t[index(dst)].bytes_received += bytes;
+    received_messages[index(dst)] += 1;
+  });
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    out.max_messages = std::max({out.max_messages, t[i].messages, received_messages[i]});
+    out.max_local = std::max(out.max_local, local[i] + t[i].bytes_received);
+  }
+  return out;
 }
 
 StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in) {

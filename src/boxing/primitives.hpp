@@ -17,6 +17,7 @@ namespace spsd::detail {
 struct AxisGroup {
   std::vector<int64_t> ranks;      // world ranks in coordinate order along the axis
   std::vector<int64_t> positions;  // their positions in the placement
+  std::vector<int64_t> old_counts, new_counts;  // elements in each member's box before and after
   int64_t me = 0;                  // index of the rank it was built for
   DeviceType device = DeviceType::kCPU;
   const std::vector<Box>* old_all = nullptr;  // every rank's box before and after the step
@@ -25,8 +26,6 @@ struct AxisGroup {
   int64_t size() const { return static_cast<int64_t>(ranks.size()); }
   const Box& old_box(int64_t m) const { return (*old_all)[positions[m]]; }
   const Box& new_box(int64_t m) const { return (*new_all)[positions[m]]; }
-  std::vector<int64_t> old_counts() const;
-  std::vector<int64_t> new_counts() const;
 };
 // The same ranks and mesh in another memory space: a move between cpu and cuda boxes among host
 // buffers (to_layout), and its plan is the host plan (planner).
@@ -65,6 +64,14 @@ struct Transfer {
 std::vector<Transfer> exchange_transfers(const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
                                          const std::vector<Box>& to_boxes);
 std::vector<int64_t> exchange_ranks(const Layout& from, const Layout& to);  // sorted union
+// What the exchange moves, per rank of exchange_ranks (in that order): bytes and messages, and
+// the busiest rank's messages and bytes written (received plus copied locally).
+struct ExchangeTraffic {
+  std::vector<RankTraffic> traffic;
+  int64_t max_messages = 0, max_local = 0;
+};
+ExchangeTraffic exchange_traffic(DType dtype, const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
+                                 const std::vector<Box>& to_boxes);
 StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in);
 
 // Predicted traffic and cost of a step on every participating rank, given every rank's box in

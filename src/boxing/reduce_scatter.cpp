@@ -6,12 +6,13 @@
 namespace spsd::detail {
 
 AxisTraffic reduce_scatter_traffic(const AxisGroup& g) {
-  std::vector<int64_t> counts = g.new_counts();
+  const std::vector<int64_t>& counts = g.new_counts;
   return {traffic::reduce_scatter(counts, g.me), g.new_box(g.me).numel()};
 }
 
 StoragePtr run_reduce_scatter(const AxisGroup& g, DType dtype, ReduceOp op, const StoragePtr& in) {
-  std::vector<int64_t> counts = g.new_counts(), displs = displacements(counts);
+  const std::vector<int64_t>& counts = g.new_counts;
+  std::vector<int64_t> displs = displacements(counts);
   const Box& whole = g.old_box(g.me);
   bool in_order = true;
   for (int64_t m = 0; m < g.size(); ++m)
