@@ -168,6 +168,24 @@ TEST_CASE("plans: cached, printable, and a 2x2 (S(0), S(1)) -> (B, B) gathers al
   CHECK(plan_boxing(Shape{8}, DType::kFloat32, {line, sbp::split(0)}, {line, sbp::split(0)})->steps.empty());
 }
 
+// The search numbers a layout by one digit per mesh axis in an int64: 26 axes of size 1 still
+// fit for a 1-d tensor (5 Sbps each), 30 do not and say so instead of overflowing.
+TEST_CASE("plans: meshes of many axes plan, or name what is too big", "[boxing][plan]") {
+  auto mesh_of = [](size_t axes) { return Placement("cpu", {0}, Shape(std::vector<int64_t>(axes, 1))); };
+  auto nd = [](size_t axes, Sbp last) {
+    std::vector<Sbp> v(axes, sbp::broadcast);
+    v.back() = last;
+    return NdSbp(v);
+  };
+  Placement deep = mesh_of(26);
+  auto plan = plan_boxing(Shape{8}, DType::kFloat32, {deep, nd(26, sbp::broadcast)}, {deep, nd(26, sbp::split(0))});
+  REQUIRE(plan->steps.size() == 1);
+  CHECK(plan->steps[0].kind == StepKind::kLocal);
+  Placement deeper = mesh_of(30);
+  CHECK_THROWS_WITH(plan_boxing(Shape{8}, DType::kFloat32, {deeper, nd(30, sbp::broadcast)}, {deeper, nd(30, sbp::split(0))}),
+                    Catch::Contains("boxing") && Catch::Contains("30 axes") && Catch::Contains("too many layouts"));
+}
+
 TEST_CASE("plans: the cache tells apart every part of the conversion", "[boxing][plan]") {
   const Placement line("cpu", {0, 1, 2, 3}), grid("cpu", {{0, 1}, {2, 3}}), reordered("cpu", {1, 0, 2, 3});
   const NdSbp s0(sbp::split(0)), b(sbp::broadcast);
