@@ -72,9 +72,10 @@ std::vector<int64_t> exchange_ranks(const Layout& from, const Layout& to) {
 std::vector<Transfer> exchange_transfers(const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
                                          const std::vector<Box>& to_boxes) {
   std::vector<Transfer> transfers;
-  for_each_transfer(from, from_boxes, to, to_boxes, [&](int64_t src, int64_t dst, const Box& need, const Box& piece, int64_t) {
+  auto add = [&](int64_t src, int64_t dst, const Box& need, const Box& piece, int64_t) {
     transfers.push_back({src, dst, intersect(need, piece)});
-  });
+  };
+  for_each_transfer(from, from_boxes, to, to_boxes, add);
   return transfers;
 }
 
@@ -87,7 +88,7 @@ ExchangeTraffic exchange_traffic(DType dtype, const Layout& from, const std::vec
   t.resize(ranks.size());
   std::vector<int64_t> received_messages(ranks.size(), 0), local(ranks.size(), 0);
   for (size_t i = 0; i < ranks.size(); ++i) t[i].rank = ranks[i];
-  for_each_transfer(from, from_boxes, to, to_boxes, [&](int64_t src, int64_t dst, const Box&, const Box&, int64_t elements) {
+  auto count = [&](int64_t src, int64_t dst, const Box&, const Box&, int64_t elements) {
     int64_t bytes = elements * size_of(dtype);
     if (src == dst) {
       local[index(dst)] += bytes;
@@ -97,7 +98,8 @@ ExchangeTraffic exchange_traffic(DType dtype, const Layout& from, const std::vec
     t[index(src)].messages += 1;
     t[index(dst)].bytes_received += bytes;
     received_messages[index(dst)] += 1;
-  });
+  };
+  for_each_transfer(from, from_boxes, to, to_boxes, count);
   for (size_t i = 0; i < ranks.size(); ++i) {
     out.max_messages = std::max({out.max_messages, t[i].messages, received_messages[i]});
     out.max_local = std::max(out.max_local, local[i] + t[i].bytes_received);

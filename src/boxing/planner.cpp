@@ -163,7 +163,8 @@ class Search {
       for (const Sbp& s : options_) {
         // Partial values only get in the way, unless the target wants exactly this one here.
         if (s.is_partial() && !(on_target(id) && to_.nd_sbp[a] == s)) continue;
-        if (auto kind = one_axis_step(nd, a, s)) relax({*kind, static_cast<int64_t>(a), id}, with_digit(id, a, s), at.cost);
+        if (auto kind = one_axis_step(nd, a, s))
+          relax({*kind, static_cast<int64_t>(a), id}, with_digit(id, a, s), at.cost);
       }
     if (nd.has_partial()) return;  // the exchange moves S/B data only
     for (int64_t target : exchange_targets_)
