@@ -10,7 +10,7 @@
 #include <queue>
 #include <unordered_map>
 
-#include "../cache_key.hpp"
+#include "../layout/cache_key.hpp"
 #include "primitives.hpp"
 #include "spsd/boxing/cost.hpp"
 #include "spsd/layout/split.hpp"

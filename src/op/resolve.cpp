@@ -7,7 +7,7 @@
 #include <mutex>
 #include <unordered_map>
 
-#include "../cache_key.hpp"
+#include "../layout/cache_key.hpp"
 #include "spsd/boxing/planner.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/layout/split.hpp"

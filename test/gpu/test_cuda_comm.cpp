@@ -41,11 +41,11 @@
 #include <spsd/core/shape.hpp>
 #include <spsd/runtime/runtime.hpp>
 
-#include "context.hpp"
-#include "event.cuh"
-#include "gpu_identity.hpp"
-#include "host_staged_communicator.hpp"
-#include "nccl_communicator.hpp"
+#include "runtime/context.hpp"
+#include "comm/event.cuh"
+#include "comm/gpu_identity.hpp"
+#include "comm/host_staged_communicator.hpp"
+#include "comm/nccl_communicator.hpp"
 #if SPSD_FAKE_CUDA
 #include <chrono>
 #include <initializer_list>

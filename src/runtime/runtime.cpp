@@ -10,14 +10,14 @@
 
 #include "context.hpp"
 #include "cuda_probe.hpp"
-#include "local_backend.hpp"
+#include "../comm/local_backend.hpp"
 #include "spsd/core/config.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/core/shape.hpp"
 #include "spsd/runtime/device.hpp"
 #include "spsd/runtime/scheduler.hpp"
 #if SPSD_HAVE_MPI
-#include "mpi_backend.hpp"
+#include "../comm/mpi_backend.hpp"
 #endif
 
 namespace spsd {

@@ -8,7 +8,7 @@
 #include <chrono>
 #include <memory>
 
-#include "context.hpp"
+#include "backend.hpp"
 
 namespace spsd::detail {
 

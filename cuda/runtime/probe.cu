@@ -2,7 +2,7 @@
 #include <cuda_runtime.h>
 #include <nccl.h>
 
-#include "../src/cuda_probe.hpp"
+#include "../../src/runtime/cuda_probe.hpp"
 
 namespace spsd::detail {
 

@@ -5,13 +5,13 @@
 
 #include <map>
 
-#include "../src/context.hpp"
-#include "../src/cuda_probe.hpp"
-#include "device_streams.hpp"
-#include "event.cuh"
-#include "gpu_identity.hpp"
-#include "host_staged_communicator.hpp"
-#include "nccl_communicator.hpp"
+#include "../../src/runtime/context.hpp"
+#include "../../src/runtime/cuda_probe.hpp"
+#include "../comm/device_streams.hpp"
+#include "../comm/event.cuh"
+#include "../comm/gpu_identity.hpp"
+#include "../comm/host_staged_communicator.hpp"
+#include "../comm/nccl_communicator.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/runtime/runtime.hpp"
 

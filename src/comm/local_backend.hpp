@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "context.hpp"
+#include "backend.hpp"
 
 namespace spsd::detail {
 
