@@ -6,6 +6,7 @@
 #include "spsd/core/reduce_op.hpp"
 #include "spsd/core/shape.hpp"
 #include "spsd/layout/diagram.hpp"
+#include "spsd/layout/layout.hpp"
 #include "spsd/layout/nd_sbp.hpp"
 #include "spsd/layout/partial.hpp"
 #include "spsd/layout/placement.hpp"

@@ -222,9 +222,7 @@ void define_shape_index_rules(RuleTable& rules) {
     const GlobalData& in = a.node.inputs[0];
     auto g = a.g();
     if (g.placement() == in.placement) return a.set(0, g);
-    std::vector<Sbp> layout;
-    for (const Sbp& s : in.nd_sbp) layout.push_back(s.is_partial() ? sbp::broadcast : s);
-    a.set(0, g.to_global(in.placement, NdSbp(std::move(layout))));
+    a.set(0, g.to_global(in.placement, without_partial(in.nd_sbp)));
   });
 }
 

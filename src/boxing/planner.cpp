@@ -66,12 +66,6 @@ std::optional<StepKind> one_axis_step(const NdSbp& nd, int64_t a, const Sbp& to)
   return std::nullopt;  // P(op) -> P(op'): through B
 }
 
-NdSbp without_partial(const NdSbp& nd) {
-  std::vector<Sbp> axes = nd.axes();
-  for (Sbp& s : axes) if (s.is_partial()) s = sbp::broadcast;
-  return NdSbp(std::move(axes));
-}
-
 // The search's nodes are numbered: which placement (bit 0: the target's), then one digit per
 // mesh axis, the index of its Sbp among sbp_options. Each node's layout, boxes and shortfall are
 // made once, when the search first reaches it; edges are only numbers until a step is priced.
@@ -259,7 +253,7 @@ class Search {
   int64_t seq_ = 0;
 };
 
-Layout on_host(const Layout& l) { return {detail::on_device(l.placement, DeviceType::kCPU), l.nd_sbp}; }
+Layout on_host(const Layout& l) { return on_device(l, DeviceType::kCPU); }
 
 // Each rank of the layout copies its own piece between memory spaces: no bytes between ranks;
 // priced as a local copy of the largest piece.

@@ -27,12 +27,6 @@ struct AxisGroup {
   const Box& old_box(int64_t m) const { return (*old_all)[positions[m]]; }
   const Box& new_box(int64_t m) const { return (*new_all)[positions[m]]; }
 };
-// The same ranks and mesh in another memory space: a move between cpu and cuda boxes among host
-// buffers (to_layout), and its plan is the host plan (planner).
-inline Placement on_device(const Placement& p, DeviceType device) {
-  return Placement(std::string(to_string(device)), p.ranks(), p.mesh());
-}
-
 // old_boxes / new_boxes: every rank's box in step.from / step.to, in placement order.
 AxisGroup axis_group(const Step& step, const std::vector<Box>& old_boxes, const std::vector<Box>& new_boxes,
                      int64_t rank);

@@ -10,22 +10,6 @@
 
 namespace spsd::detail {
 
-void check_global_layout(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
-  check_layout(op, shape, placement.mesh(), nd_sbp);
-  check_placement(op, placement);
-}
-
-void check_piece(std::string_view op, std::string_view what, const Shape& shape, DType dtype, const Placement& placement,
-                 const NdSbp& nd_sbp, const Storage* local) {
-  check_global_layout(op, shape, placement, nd_sbp);
-  const int64_t me = rank();
-  if (!placement.contains(me)) return;
-  SPSD_CHECK(local != nullptr, op, what, " holds no data on rank ", me, ", which is in ", placement);
-  const int64_t bytes = local->bytes(), need = box_of(shape, placement, nd_sbp, me).numel() * size_of(dtype);
-  SPSD_CHECK(bytes >= need, op, what, " holds ", bytes, " bytes on rank ", me, " but its piece of ", shape, " ", nd_sbp,
-             " on ", placement, " needs ", need, " bytes");
-}
-
 namespace {
 
 // This rank's piece moved to another memory space (no communication).

@@ -393,13 +393,6 @@ void read_box(std::string_view op, const std::string& name, const StoredTensor& 
   }
 }
 
-NdSbp without_partial(const NdSbp& nd_sbp) {
-  std::vector<Sbp> axes = nd_sbp.axes();
-  for (Sbp& s : axes)
-    if (s.is_partial()) s = sbp::broadcast;
-  return NdSbp(std::move(axes));
-}
-
 // This rank's box of `stored` in (placement, nd_sbp) read from the files, as a tensor in that
 // layout, partial axes included; nothing is read on ranks outside the placement.
 struct LoadedBox {

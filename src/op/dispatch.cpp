@@ -10,29 +10,6 @@
 
 namespace spsd::detail {
 
-namespace {
-
-// The number of elements of the piece at coords of a tensor of this shape and layout (the
-// numel of box_at, without building the box).
-int64_t piece_numel(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp, const std::vector<int64_t>& coords) {
-  int64_t numel = shape.numel();
-  if (numel == 0) return 0;
-  for (int64_t a = 0; a < mesh.ndim(); ++a) {
-    if (!nd_sbp[a].is_split()) continue;
-    const int64_t axis = nd_sbp[a].axis();
-    bool first = true;  // the first mesh axis splitting this tensor axis handles the nested ones
-    for (int64_t b = 0; b < a && first; ++b) first = !(nd_sbp[b].is_split() && nd_sbp[b].axis() == axis);
-    if (!first) continue;
-    int64_t extent = shape[axis];
-    for (int64_t b = a; b < mesh.ndim(); ++b)
-      if (nd_sbp[b].is_split() && nd_sbp[b].axis() == axis) extent = balanced_range(extent, mesh[b], coords[b]).size();
-    numel = numel / shape[axis] * extent;
-  }
-  return numel;
-}
-
-}  // namespace
-
 Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs,
                     const Scalar& scalar) {
   SPSD_CHECK(!inputs.empty(), op.name, "needs at least one input");
@@ -64,15 +41,11 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
   p.locals.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
     const std::shared_ptr<Storage>& local = *inputs[i].local;
-    SPSD_CHECK(local != nullptr, op.name, "input ", i, " holds no data on rank ", me, ", which is in ", placement);
-    // A raw GlobalTensor's piece must hold its box (a smaller one would be read past its end).
-    const int64_t need = size_of(inputs[i].dtype) * (local->bytes() >= inputs[i].shape->numel() * size_of(inputs[i].dtype)
-                                                         ? 0
-                                                         : piece_numel(*inputs[i].shape, placement.mesh(),
-                                                                       *inputs[i].nd_sbp, p.coords));
-    SPSD_CHECK(local->bytes() >= need, op.name, "input ", i, " holds ", local->bytes(), " bytes on rank ", me,
-               " but its piece of ", *inputs[i].shape, " ", *inputs[i].nd_sbp, " on ", placement, " needs ", need,
-               " bytes");
+    // A raw GlobalTensor's piece must hold its box (a smaller one would be read past its end);
+    // one that holds the whole tensor's bytes needs no arithmetic.
+    if (!local || local->bytes() < inputs[i].shape->numel() * size_of(inputs[i].dtype))
+      check_piece_holds(op.name, "input", static_cast<int64_t>(i), *inputs[i].shape, inputs[i].dtype, placement,
+                        *inputs[i].nd_sbp, p.coords, local.get());
     p.locals.push_back(r.plans[i] ? run_plan(r.plans[i], local, Urgency::kNow) : local);
   }
   return p;

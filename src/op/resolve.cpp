@@ -24,12 +24,6 @@ bool needs_new_partial(const NdSbp& from, const NdSbp& to) {
   return false;
 }
 
-bool fits(const NdSbp& nd, const Shape& shape, const Shape& mesh) {
-  for (size_t a = 0; a < nd.size(); ++a)
-    if (nd[a].is_split() && (nd[a].axis() < 0 || nd[a].axis() >= shape.ndim())) return false;
-  return nd.size() == static_cast<size_t>(mesh.ndim());
-}
-
 Candidate price(const NdSignature& sig, const Placement& placement, std::span<const TensorMeta> inputs,
                 std::span<const NdSbp> layouts, std::vector<std::shared_ptr<const Plan>>* plans) {
   Candidate c{sig};
@@ -72,8 +66,8 @@ std::shared_ptr<const Resolution> compute(const OpSchema& op, const OpAttrs& att
   int64_t best = -1;
   for (;;) {
     NdSignature sig = nd_signature(table, choice);
-    bool ok = fits(sig.output, r->output.shape, mesh);
-    for (size_t i = 0; ok && i < inputs.size(); ++i) ok = fits(sig.inputs[i], inputs[i].shape, mesh);
+    bool ok = fits(r->output.shape, mesh, sig.output);
+    for (size_t i = 0; ok && i < inputs.size(); ++i) ok = fits(inputs[i].shape, mesh, sig.inputs[i]);
     if (ok && op.valid) ok = op.valid(inputs, attrs, mesh, sig);
     if (ok) {
       r->candidates.push_back(price(sig, placement, inputs, layouts, nullptr));

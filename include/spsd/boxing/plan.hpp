@@ -8,18 +8,10 @@
 
 #include "spsd/core/dtype.hpp"
 #include "spsd/core/shape.hpp"
-#include "spsd/layout/nd_sbp.hpp"
-#include "spsd/layout/placement.hpp"
+#include "spsd/layout/layout.hpp"
 #include "spsd/runtime/consistency.hpp"
 
 namespace spsd {
-
-struct Layout {
-  Placement placement;
-  NdSbp nd_sbp;
-  std::string to_string() const { return nd_sbp.to_string() + " on " + placement.to_string(); }
-  friend bool operator==(const Layout&, const Layout&) = default;
-};
 
 enum class StepKind {
   kAllReduce,      // P(op) -> B along one mesh axis

@@ -3,12 +3,12 @@
 #include <algorithm>
 #include <cstdint>
 #include <ostream>
+#include <span>
 #include <string>
 #include <vector>
 
 #include "spsd/core/shape.hpp"
-#include "spsd/layout/nd_sbp.hpp"
-#include "spsd/layout/placement.hpp"
+#include "spsd/layout/layout.hpp"
 
 namespace spsd {
 
@@ -81,32 +81,45 @@ inline std::vector<int64_t> balanced_split(int64_t n, int64_t parts) {
   return sizes;
 }
 
-// Throws unless nd_sbp has one Sbp per mesh axis and every split axis exists in shape.
-inline void check_layout(std::string_view op, const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp) {
-  SPSD_CHECK(static_cast<int64_t>(nd_sbp.size()) == mesh.ndim(), op, "nd_sbp ", nd_sbp, " has ", nd_sbp.size(),
-             " entries but the mesh ", mesh, " has ", mesh.ndim(), " axes");
-  for (const Sbp& s : nd_sbp)
-    SPSD_CHECK(!s.is_split() || s.axis() < shape.ndim(), op, "nd_sbp ", nd_sbp, " splits axis ",
-               s.is_split() ? s.axis() : 0, " but the tensor of shape ", shape, " has ", shape.ndim(), " axes");
+// The part of tensor axis `axis` (extent elements) that the piece at mesh coordinates coords
+// covers. Mesh axes apply in order: axis 0 splits the whole extent, a later mesh axis splitting
+// the same tensor axis splits each part again, so two mesh axes on one tensor axis nest and
+// every piece stays one box. balanced_range checks each coordinate.
+inline Range piece_range(int64_t extent, int64_t axis, const Shape& mesh, const NdSbp& nd_sbp,
+                         std::span<const int64_t> coords) {
+  Range r{0, extent};
+  for (int64_t a = 0; a < mesh.ndim(); ++a) {
+    if (!nd_sbp[a].is_split() || nd_sbp[a].axis() != axis) continue;
+    const Range part = balanced_range(r.size(), mesh[a], coords[a]);
+    r = {r.begin + part.begin, r.begin + part.end};
+  }
+  return r;
 }
 
-// Mesh axes apply in order: axis 0 splits the global box, axis 1 splits each piece, and so on,
-// so two mesh axes splitting one tensor axis nest and every piece stays one box.
-// Size compares only (box_at is on the dispatch path); balanced_range checks each coordinate.
+// The box of the piece at mesh coordinates coords (piece_range along every tensor axis).
+// Size compares only (box_at is on the dispatch path).
 inline Box box_at(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp, const std::vector<int64_t>& coords) {
   SPSD_CHECK(static_cast<int64_t>(nd_sbp.size()) == mesh.ndim() && static_cast<int64_t>(coords.size()) == mesh.ndim(),
              "box_at", "nd_sbp ", nd_sbp, " and coords ", detail::join(coords), " need one entry per axis of mesh ", mesh);
+  for (const Sbp& s : nd_sbp)
+    SPSD_CHECK(!s.is_split() || s.axis() < shape.ndim(), "box_at", "nd_sbp ", nd_sbp, " splits axis ", s.axis(),
+               " of shape ", shape);
   Box box = full_box(shape);
-  for (int64_t a = 0; a < mesh.ndim(); ++a) {
-    const Sbp& s = nd_sbp[a];
-    if (!s.is_split()) continue;
-    int64_t i = s.axis();
-    SPSD_CHECK(i < shape.ndim(), "box_at", "nd_sbp ", nd_sbp, " splits axis ", i, " of shape ", shape);
-    Range r = balanced_range(box.end[i] - box.begin[i], mesh[a], coords[a]);
-    box.end[i] = box.begin[i] + r.end;
-    box.begin[i] += r.begin;
+  for (int64_t i = 0; i < shape.ndim(); ++i) {
+    const Range r = piece_range(shape[i], i, mesh, nd_sbp, coords);
+    box.begin[i] = r.begin;
+    box.end[i] = r.end;
   }
   return box;
+}
+
+// The number of elements of the piece at coords: box_at(...).numel() without building the box
+// (dispatch checks every input piece's size with it). Sizes are checked as in box_at.
+inline int64_t piece_numel(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp,
+                           std::span<const int64_t> coords) {
+  int64_t numel = 1;
+  for (int64_t i = 0; i < shape.ndim(); ++i) numel *= piece_range(shape[i], i, mesh, nd_sbp, coords).size();
+  return numel;
 }
 
 inline Box box_of(const Shape& global, const Placement& placement, const NdSbp& nd_sbp, int64_t rank) {
@@ -127,6 +140,13 @@ inline std::vector<Box> boxes_of(const Shape& shape, const Placement& placement,
     for (int64_t a = mesh.ndim() - 1; a >= 0 && ++coords[a] == mesh[a]; --a) coords[a] = 0;
   }
   return boxes;
+}
+
+inline Box box_of(const Shape& global, const Layout& layout, int64_t rank) {
+  return box_of(global, layout.placement, layout.nd_sbp, rank);
+}
+inline std::vector<Box> boxes_of(const Shape& shape, const Layout& layout) {
+  return boxes_of(shape, layout.placement, layout.nd_sbp);
 }
 
 inline Shape local_shape(const Shape& global, const Placement& placement, const NdSbp& nd_sbp, int64_t rank) {

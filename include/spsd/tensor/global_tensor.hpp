@@ -4,6 +4,7 @@
 #include <cstring>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 
 #include "spsd/layout/diagram.hpp"
@@ -30,8 +31,13 @@ GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdS
 
 // Throws unless nd_sbp fits shape and placement, and the placement fits the world.
 void check_global_layout(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp);
-// check_global_layout of t's own layout, and, on a rank of its placement, that its piece holds
-// the bytes of its box (a raw GlobalTensor's may not); errors name op and what ("src").
+// Throws unless local, this rank's piece (at mesh coordinates coords), holds the bytes of its box:
+// a raw GlobalTensor's piece may be missing or short. Errors name op and what ("src"; with index
+// >= 0, "input <index>").
+void check_piece_holds(std::string_view op, std::string_view what, int64_t index, const Shape& shape, DType dtype,
+                       const Placement& placement, const NdSbp& nd_sbp, std::span<const int64_t> coords,
+                       const Storage* local);
+// check_global_layout of t's own layout, and, on a rank of its placement, check_piece_holds.
 void check_piece(std::string_view op, std::string_view what, const Shape& shape, DType dtype, const Placement& placement,
                  const NdSbp& nd_sbp, const Storage* local);
 inline void check_piece(std::string_view op, std::string_view what, const GlobalData& t) {
