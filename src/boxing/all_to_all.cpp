@@ -1,7 +1,7 @@
 // S(i) |-> S(j) along one mesh axis : all_to_all (v-variant), packing box intersections.
-#include "box_copy.hpp"
-#include "primitives.hpp"
-#include "spsd/runtime/runtime.hpp"
+#include "axis_group.hpp"
+#include "spsd/kernel/box_copy.hpp"
+#include "spsd/runtime/device.hpp"
 
 namespace spsd::detail {
 
@@ -26,11 +26,14 @@ bool uniform_everywhere(const AxisGroup& g) {
       if (overlap(g.old_box(a), g.new_box(b)) != first) return false;
   return true;
 }
-}  // namespace
+
+bool changes(const NdSbp& nd, int64_t axis, const Sbp& to) { return nd[axis].is_split() && to.is_split(); }
+
+int64_t rounds(int64_t n, int64_t) { return n - 1; }
 
 // traffic::all_to_all of send_counts and recv_counts, summed without building them: the
 // planner prices this for every member of every group of every all_to_all it considers.
-AxisTraffic all_to_all_traffic(const AxisGroup& g) {
+AxisTraffic member_traffic(const AxisGroup& g, const StepView&) {
   traffic::Traffic t;
   for (int64_t m = 0; m < g.size(); ++m) {
     if (m == g.me) continue;
@@ -40,7 +43,8 @@ AxisTraffic all_to_all_traffic(const AxisGroup& g) {
   return {t, g.new_box(g.me).numel()};
 }
 
-StoragePtr run_all_to_all(const AxisGroup& g, DType dtype, const StoragePtr& in) {
+StoragePtr run(const AxisGroup& g, const StepView& step, const StoragePtr& in) {
+  const DType dtype = step.dtype;
   const int64_t elem = size_of(dtype);
   std::vector<int64_t> sends = send_counts(g), recvs = recv_counts(g);
   std::vector<int64_t> send_displs = displacements(sends), recv_displs = displacements(recvs);
@@ -48,7 +52,7 @@ StoragePtr run_all_to_all(const AxisGroup& g, DType dtype, const StoragePtr& in)
   auto send_buf = staging(traffic::total(sends), dtype, g.device), recv_buf = staging(traffic::total(recvs), dtype, g.device);
   for (int64_t m = 0; m < g.size(); ++m) {
     Box region = intersect(mine, g.new_box(m));
-    copy_region(std::as_const(*in).data(), mine, send_buf.get() + send_displs[m] * elem, region, region, elem, g.device);
+    kernel::copy_box(std::as_const(*in).data(), mine, send_buf.get() + send_displs[m] * elem, region, region, elem, g.device);
   }
   // Every member sees the whole pattern, so all agree on the uniform call when it applies.
   if (uniform_everywhere(g))
@@ -58,9 +62,13 @@ StoragePtr run_all_to_all(const AxisGroup& g, DType dtype, const StoragePtr& in)
   StoragePtr out = allocate(target, dtype, g.device);
   for (int64_t m = 0; m < g.size(); ++m) {
     Box region = intersect(g.old_box(m), target);
-    copy_region(recv_buf.get() + recv_displs[m] * elem, region, out->data(), target, region, elem, g.device);
+    kernel::copy_box(recv_buf.get() + recv_displs[m] * elem, region, out->data(), target, region, elem, g.device);
   }
   return out;
 }
+
+}  // namespace
+
+extern constinit const Primitive all_to_all_primitive = axis_primitive<member_traffic, run>(StepKind::kAllToAll, changes, rounds);
 
 }  // namespace spsd::detail

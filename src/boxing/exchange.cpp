@@ -4,9 +4,10 @@
 // the ranks at coordinate 0 of the partial axes, the others take the identity.
 #include <algorithm>
 
-#include "box_copy.hpp"
-#include "primitives.hpp"
+#include "primitive.hpp"
+#include "spsd/kernel/box_copy.hpp"
 #include "spsd/layout/partial.hpp"
+#include "spsd/runtime/device.hpp"
 #include "spsd/runtime/runtime.hpp"
 
 namespace spsd::detail {
@@ -59,7 +60,12 @@ void for_each_transfer(const Layout& from, const std::vector<Box>& from_boxes, c
     }
   }
 }
-}  // namespace
+
+// Every (source, destination, region) piece, computed the same way on every rank.
+struct Transfer {
+  int64_t src, dst;  // world ranks; src == dst is a local copy
+  Box region;
+};
 
 std::vector<int64_t> exchange_ranks(const Layout& from, const Layout& to) {
   std::vector<int64_t> ranks = from.placement.ranks();
@@ -79,12 +85,18 @@ std::vector<Transfer> exchange_transfers(const Layout& from, const std::vector<B
   return transfers;
 }
 
-ExchangeTraffic exchange_traffic(DType dtype, const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
-                                 const std::vector<Box>& to_boxes) {
-  ExchangeTraffic out;
+// The exchange moves S/B data only: a partial source would need its pieces reduced first.
+bool leaves(const NdSbp& nd) { return !nd.has_partial(); }
+
+int64_t rounds(int64_t, int64_t max_messages) { return max_messages; }
+
+StepTraffic exchange_traffic(const StepView& step) {
+  const DType dtype = step.dtype;
+  const Layout &from = step.from, &to = step.to;
+  StepTraffic out;
   std::vector<int64_t> ranks = exchange_ranks(from, to);
   auto index = [&](int64_t r) { return std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin(); };
-  std::vector<RankTraffic>& t = out.traffic;
+  std::vector<RankTraffic>& t = out.ranks;
   t.resize(ranks.size());
   std::vector<int64_t> received_messages(ranks.size(), 0), local(ranks.size(), 0);
   for (size_t i = 0; i < ranks.size(); ++i) t[i].rank = ranks[i];
@@ -99,7 +111,8 @@ ExchangeTraffic exchange_traffic(DType dtype, const Layout& from, const std::vec
     t[index(dst)].bytes_received += bytes;
     received_messages[index(dst)] += 1;
   };
-  for_each_transfer(from, from_boxes, to, to_boxes, count);
+  for_each_transfer(from, step.from_boxes, to, step.to_boxes, count);
+  out.members = static_cast<int64_t>(ranks.size());
   for (size_t i = 0; i < ranks.size(); ++i) {
     out.max_messages = std::max({out.max_messages, t[i].messages, received_messages[i]});
     out.max_local = std::max(out.max_local, local[i] + t[i].bytes_received);
@@ -107,24 +120,24 @@ ExchangeTraffic exchange_traffic(DType dtype, const Layout& from, const std::vec
   return out;
 }
 
-StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in) {
+StoragePtr run_exchange(const StepView& step, const StoragePtr& in) {
+  const DType dtype = step.dtype;
   const int64_t me = rank(), elem = size_of(dtype);
   const Layout &from = step.from, &to = step.to;
-  // to_layout moves data between memory spaces before or after boxing, so both sides share one.
+  // Plans move data between memory spaces in steps of their own, so both sides share one.
   const DeviceType device = to.placement.device_type();
   std::vector<int64_t> ranks = exchange_ranks(from, to);
   auto peer = [&](int64_t r) { return std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin(); };
-  std::vector<Transfer> transfers = exchange_transfers(from, boxes_of(shape, from.placement, from.nd_sbp), to,
-                                                      boxes_of(shape, to.placement, to.nd_sbp));
+  std::vector<Transfer> transfers = exchange_transfers(from, step.from_boxes, to, step.to_boxes);
 
-  Box old_box = from.placement.contains(me) ? box_of(shape, from.placement, from.nd_sbp, me) : Box{};
+  Box old_box = from.placement.contains(me) ? step.from_boxes[from.placement.position(me)] : Box{};
   StoragePtr out;
   Box new_box;
   if (to.placement.contains(me)) {
-    new_box = box_of(shape, to.placement, to.nd_sbp, me);
+    new_box = step.to_boxes[to.placement.position(me)];
     out = allocate(new_box, dtype, device);
     if (!holds_partial_value(to.placement, to.nd_sbp, me))
-      fill_identity(out->data(), new_box.numel(), dtype, filler_op(to.placement, to.nd_sbp, me), device);
+      kernel::fill_identity(out->data(), new_box.numel(), dtype, filler_op(to.placement, to.nd_sbp, me), device);
   }
 
   // Regions that are one contiguous run travel straight from the input or into the output;
@@ -133,8 +146,8 @@ StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const
   bool remote = false;
   for (const Transfer& t : transfers) {
     remote = remote || t.src != t.dst;
-    if (t.src == me && t.dst != me && contiguous_offset(t.region, old_box) < 0) pack_elems += t.region.numel();
-    if (t.dst == me && t.src != me && contiguous_offset(t.region, new_box) < 0) unpack_elems += t.region.numel();
+    if (t.src == me && t.dst != me && kernel::contiguous_offset(t.region, old_box) < 0) pack_elems += t.region.numel();
+    if (t.dst == me && t.src != me && kernel::contiguous_offset(t.region, new_box) < 0) unpack_elems += t.region.numel();
   }
   auto packed = staging(pack_elems, dtype, device), unpacked = staging(unpack_elems, dtype, device);
   std::vector<SendSpec> sends;
@@ -143,18 +156,18 @@ StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const
   char *pack_at = packed.get(), *unpack_at = unpacked.get();
   for (const Transfer& t : transfers) {
     if (t.src == me && t.dst == me) {
-      copy_region(std::as_const(*in).data(), old_box, out->data(), new_box, t.region, elem, device);
+      kernel::copy_box(std::as_const(*in).data(), old_box, out->data(), new_box, t.region, elem, device);
     } else if (t.src == me) {
-      int64_t offset = contiguous_offset(t.region, old_box);
+      int64_t offset = kernel::contiguous_offset(t.region, old_box);
       const char* data = static_cast<const char*>(std::as_const(*in).data()) + offset * elem;
       if (offset < 0) {
-        copy_region(std::as_const(*in).data(), old_box, pack_at, t.region, t.region, elem, device);
+        kernel::copy_box(std::as_const(*in).data(), old_box, pack_at, t.region, t.region, elem, device);
         data = pack_at;
         pack_at += t.region.numel() * elem;
       }
       sends.push_back({peer(t.dst), data, t.region.numel()});
     } else if (t.dst == me) {
-      int64_t offset = contiguous_offset(t.region, new_box);
+      int64_t offset = kernel::contiguous_offset(t.region, new_box);
       char* data = static_cast<char*>(out->data()) + offset * elem;
       if (offset < 0) {
         data = unpack_at;
@@ -165,8 +178,19 @@ StoragePtr run_exchange(const Shape& shape, DType dtype, const Step& step, const
     }
   }
   if (remote) communicator_for(ranks, device).send_recv(sends, recvs, dtype);
-  for (auto [t, data] : to_unpack) copy_region(data, t->region, out->data(), new_box, t->region, elem, device);
+  for (auto [t, data] : to_unpack) kernel::copy_box(data, t->region, out->data(), new_box, t->region, elem, device);
   return out;
 }
+
+}  // namespace
+
+extern constinit const Primitive exchange_primitive{.kind = StepKind::kExchange,
+                                          .reach = Primitive::Reach::kLayouts,
+                                          .communicates = true,
+                                          .changes_axis = nullptr,
+                                          .leaves = leaves,
+                                          .rounds = rounds,
+                                          .traffic = exchange_traffic,
+                                          .run = run_exchange};
 
 }  // namespace spsd::detail

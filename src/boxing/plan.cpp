@@ -4,19 +4,18 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "primitive.hpp"
 #include "spsd/core/error.hpp"
 
 namespace spsd {
 
 std::string_view to_string(StepKind kind) {
   switch (kind) {
-    case StepKind::kAllReduce: return "all_reduce";
-    case StepKind::kReduceScatter: return "reduce_scatter";
-    case StepKind::kAllGather: return "all_gather";
-    case StepKind::kAllToAll: return "all_to_all";
-    case StepKind::kLocal: return "local";
-    case StepKind::kExchange: return "exchange";
-    case StepKind::kDeviceCopy: return "device_copy";
+#define SPSD_STEP_NAME(kind, name) \
+  case StepKind::kind:             \
+    return #name;
+    SPSD_BOXING_PRIMITIVES(SPSD_STEP_NAME)
+#undef SPSD_STEP_NAME
   }
   return "?";
 }
@@ -58,9 +57,7 @@ int64_t Plan::bytes_sent(int64_t rank) const { return sum_over_steps(steps, rank
 int64_t Plan::bytes_received(int64_t rank) const { return sum_over_steps(steps, rank, &RankTraffic::bytes_received); }
 
 bool Plan::communicates() const {
-  return std::any_of(steps.begin(), steps.end(), [](const Step& s) {
-    return s.kind != StepKind::kLocal && s.kind != StepKind::kDeviceCopy;
-  });
+  return std::any_of(steps.begin(), steps.end(), [](const Step& s) { return detail::primitive(s.kind).communicates; });
 }
 
 std::string Plan::to_string() const {

@@ -1,6 +1,8 @@
-// Dijkstra over layouts (placement, NdSbp). Edges: one mesh axis changes its Sbp by a 1-d step
-// (all_gather, reduce_scatter, all_reduce, all_to_all or a local step), or an exchange from an
-// S/B layout into the target or a layout one mesh axis away from it on the target placement.
+// Dijkstra over layouts (placement, NdSbp). Edges come from the boxing primitives' records
+// (src/boxing/primitive.hpp): a mesh-axis primitive changes one mesh axis's Sbp; a layouts
+// primitive (the exchange) goes from an S/B layout into the target or a layout one mesh axis
+// away from it on the target placement. A conversion between memory spaces is the host plan
+// with the memory-space primitive (device_copy) on each side.
 #include "spsd/boxing/planner.hpp"
 
 #include <algorithm>
@@ -11,7 +13,7 @@
 #include <unordered_map>
 
 #include "../layout/cache_key.hpp"
-#include "primitives.hpp"
+#include "primitive.hpp"
 #include "spsd/boxing/cost.hpp"
 #include "spsd/layout/split.hpp"
 
@@ -42,28 +44,22 @@ bool later_partials_use(const NdSbp& nd, int64_t mesh_axis, ReduceOp op) {
   return true;
 }
 
-// Padding with max/min's identity is wrong under a later P(sum), which would add the paddings.
-bool later_sum(const NdSbp& nd, int64_t mesh_axis) {
-  for (size_t b = mesh_axis + 1; b < nd.size(); ++b)
-    if (nd[b] == sbp::partial_sum) return true;
-  return false;
+// Whether mesh axis a may change from nd[a] to `to` by a 1-d step at all, whatever primitive
+// makes it: the nesting rules of N-d layouts.
+bool axis_may_change(const NdSbp& nd, int64_t a, const Sbp& to) {
+  const Sbp& from = nd[a];
+  if (from == to) return false;
+  auto free = [&](const Sbp& s) { return !s.is_split() || !split_later(nd, a, s.axis()); };
+  if (!free(from) || !free(to)) return false;
+  return !from.is_partial() || later_partials_use(nd, a, from.reduce_op());
 }
 
-// The 1-d step that changes mesh axis a from nd[a] to `to`, if one exists.
-std::optional<StepKind> one_axis_step(const NdSbp& nd, int64_t a, const Sbp& to) {
-  const Sbp& from = nd[a];
-  if (from == to) return std::nullopt;
-  auto free = [&](const Sbp& s) { return !s.is_split() || !split_later(nd, a, s.axis()); };
-  if (!free(from) || !free(to)) return std::nullopt;
-  if (from.is_partial() && !later_partials_use(nd, a, from.reduce_op())) return std::nullopt;
-  if (from.is_split() && to.is_partial() && to.reduce_op() != ReduceOp::kSum && later_sum(nd, a)) return std::nullopt;
-  if (from.is_split()) return to.is_broadcast() ? StepKind::kAllGather
-                              : to.is_split()   ? StepKind::kAllToAll
-                                                : StepKind::kLocal;
-  if (from.is_broadcast()) return StepKind::kLocal;
-  if (to.is_broadcast()) return StepKind::kAllReduce;
-  if (to.is_split()) return StepKind::kReduceScatter;
-  return std::nullopt;  // P(op) -> P(op'): through B
+// The records the search proposes edges from.
+std::vector<const detail::Primitive*> records_of(detail::Primitive::Reach reach) {
+  std::vector<const detail::Primitive*> out;
+  for (const detail::Primitive* p : detail::primitives())
+    if (p->reach == reach) out.push_back(p);
+  return out;
 }
 
 // The search's nodes are numbered: which placement (bit 0: the target's), then one digit per
@@ -111,9 +107,9 @@ class Search {
   }
 
  private:
-  // An edge: the step's kind and mesh axis; its Step is built only if it ends up on the path.
+  // An edge: the step's primitive and mesh axis; its Step is built only if it ends up on the path.
   struct Via {
-    StepKind kind;
+    const detail::Primitive* primitive;
     int64_t mesh_axis;
     int64_t from;  // node id
   };
@@ -157,18 +153,24 @@ class Search {
       for (const Sbp& s : options_) {
         // Partial values only get in the way, unless the target wants exactly this one here.
         if (s.is_partial() && !(on_target(id) && to_.nd_sbp[a] == s)) continue;
-        if (auto kind = one_axis_step(nd, a, s))
-          relax({*kind, static_cast<int64_t>(a), id}, with_digit(id, a, s), at.cost);
+        if (!axis_may_change(nd, a, s)) continue;
+        for (const detail::Primitive* p : axis_records_)
+          if (p->changes_axis(nd, a, s)) relax({p, static_cast<int64_t>(a), id}, with_digit(id, a, s), at.cost);
       }
-    if (nd.has_partial()) return;  // the exchange moves S/B data only
-    for (int64_t target : exchange_targets_)
-      if (target != id) relax({StepKind::kExchange, -1, id}, target, at.cost);
+    for (const detail::Primitive* p : layout_records_)
+      if (p->leaves(nd))
+        for (int64_t target : exchange_targets_)
+          if (target != id) relax({p, -1, id}, target, at.cost);
+  }
+
+  detail::Prediction predict(const Via& e, const Node& a, const Node& b) const {
+    return detail::predict(*e.primitive, {shape_, dtype_, a.layout, b.layout, e.mesh_axis, a.boxes, b.boxes});
   }
 
   void relax(const Via& e, int64_t to, double cost) {
     Node& a = node_at(e.from);
     Node& b = node_at(to);  // unordered_map: references stay valid when it grows
-    detail::Prediction p = detail::predict(dtype_, e.kind, a.layout, b.layout, e.mesh_axis, a.boxes, b.boxes);
+    detail::Prediction p = predict(e, a, b);
     if (minimal_ && !keeps_lower_bound(p, a, b)) return;
     push(to, cost + p.cost_us, e);
   }
@@ -230,8 +232,8 @@ class Search {
     std::vector<Step> steps;
     while (const std::optional<Via>& via = node_at(id).via) {
       const Node &a = node_at(via->from), &b = node_at(id);
-      detail::Prediction p = detail::predict(dtype_, via->kind, a.layout, b.layout, via->mesh_axis, a.boxes, b.boxes);
-      steps.push_back(Step{via->kind, a.layout, b.layout, via->mesh_axis, std::move(p.traffic), p.cost_us});
+      detail::Prediction p = predict(*via, a, b);
+      steps.push_back(Step{via->primitive->kind, a.layout, b.layout, via->mesh_axis, std::move(p.traffic), p.cost_us});
       id = via->from;
     }
     return {steps.rbegin(), steps.rend()};
@@ -245,7 +247,9 @@ class Search {
   const bool same_placement_;
   std::vector<int64_t> digit_weight_;  // 2 * options^a: node id = placement bit + sum of digit_a * weight_a
   int64_t target_ = 0;
-  std::vector<int64_t> exchange_targets_;
+  std::vector<int64_t> exchange_targets_;  // where layouts primitives go
+  const std::vector<const detail::Primitive*> axis_records_ = records_of(detail::Primitive::Reach::kMeshAxis);
+  const std::vector<const detail::Primitive*> layout_records_ = records_of(detail::Primitive::Reach::kLayouts);
   std::unordered_map<int64_t, Node> nodes_;
   std::vector<int64_t> received_;  // keeps_lower_bound's scratch
   bool minimal_ = !from_.nd_sbp.has_partial() && !to_.nd_sbp.has_partial();
@@ -253,30 +257,24 @@ class Search {
   int64_t seq_ = 0;
 };
 
-Layout on_host(const Layout& l) { return on_device(l, DeviceType::kCPU); }
-
-// Each rank of the layout copies its own piece between memory spaces: no bytes between ranks;
-// priced as a local copy of the largest piece.
-Step device_copy(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
-  Step step{StepKind::kDeviceCopy, from, to, -1, {}, 0};
-  std::vector<int64_t> ranks = from.placement.ranks();
-  std::sort(ranks.begin(), ranks.end());
-  for (int64_t r : ranks) step.traffic.push_back({r});
-  int64_t largest = 0;
-  for (const Box& b : boxes_of(shape, from.placement, from.nd_sbp)) largest = std::max(largest, b.numel());
-  step.cost_us = step_cost_us(cost_model(DeviceType::kCUDA), StepKind::kDeviceCopy, 0, 0, 0, largest * size_of(dtype));
-  return step;
+// A layout moved to another memory space: each rank copies its own piece (device_copy.cpp).
+Step memory_move(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
+  const detail::Primitive& move = *records_of(detail::Primitive::Reach::kMemorySpace).front();
+  const std::vector<Box> boxes = boxes_of(shape, from);
+  detail::Prediction p = detail::predict(move, {shape, dtype, from, to, -1, boxes, boxes});
+  return Step{move.kind, from, to, -1, std::move(p.traffic), p.cost_us};
 }
 
 Plan compute_plan(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
   Plan plan{shape, dtype, from, to, {}, 0};
   if (from == to) return plan;
   if (from.placement.device_type() != to.placement.device_type()) {
-    // What to_layout does: the boxing among host buffers, with the copies to and from the device around it.
-    const Layout host_from = on_host(from), host_to = on_host(to);
-    if (!(host_from == from)) plan.steps.push_back(device_copy(shape, dtype, from, host_from));
+    // The boxing among host buffers, with the moves to and from the device around it: the device
+    // side never meets MPI, and the traffic is that of the host boxing.
+    const Layout host_from = on_device(from, DeviceType::kCPU), host_to = on_device(to, DeviceType::kCPU);
+    if (!(host_from == from)) plan.steps.push_back(memory_move(shape, dtype, from, host_from));
     for (Step& s : compute_plan(shape, dtype, host_from, host_to).steps) plan.steps.push_back(std::move(s));
-    if (!(host_to == to)) plan.steps.push_back(device_copy(shape, dtype, host_to, to));
+    if (!(host_to == to)) plan.steps.push_back(memory_move(shape, dtype, host_to, to));
   } else {
     plan.steps = Search(shape, dtype, from, to).run();
   }

@@ -1,7 +1,6 @@
 #pragma once
 // The alpha-beta model that prices boxing steps: alpha per latency step of an algorithm,
 // beta per byte on the busiest rank's wire, gamma per byte copied or reduced locally.
-#include <cmath>
 #include <cstdint>
 
 #include "spsd/boxing/plan.hpp"
@@ -25,21 +24,10 @@ inline const CostModel& cost_model(DeviceType device) {
   return device == DeviceType::kCUDA ? kNcclCostModel : kMpiCostModel;
 }
 
-// Rounds of a collective's algorithm on n ranks: log for trees/recursive doubling, n - 1 for
-// all-to-all and the busiest rank's message count for an exchange.
-inline int64_t latency_rounds(StepKind kind, int64_t n, int64_t max_messages) {
-  int64_t log_n = n <= 1 ? 0 : static_cast<int64_t>(std::ceil(std::log2(static_cast<double>(n))));
-  switch (kind) {
-    case StepKind::kAllReduce: return 2 * log_n;
-    case StepKind::kReduceScatter:
-    case StepKind::kAllGather: return log_n;
-    case StepKind::kAllToAll: return n - 1;
-    case StepKind::kExchange: return max_messages;
-    case StepKind::kLocal:
-    case StepKind::kDeviceCopy: return 0;
-  }
-  return 0;
-}
+// Rounds of the algorithm of a step of this kind on n ranks (log n for trees and recursive
+// doubling, n - 1 for all-to-all, the busiest rank's message count for an exchange): each
+// primitive's record says (src/boxing/).
+int64_t latency_rounds(StepKind kind, int64_t n, int64_t max_messages);
 
 inline double step_cost_us(const CostModel& m, StepKind kind, int64_t n, int64_t max_messages, int64_t max_wire_bytes,
                            int64_t max_local_bytes) {

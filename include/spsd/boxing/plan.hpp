@@ -13,14 +13,23 @@
 
 namespace spsd {
 
+// The boxing primitives, one line each: the StepKind enumerator and the name plans print. Each
+// is one record in one file of src/boxing/ (its transition, traffic, latency rounds and run;
+// src/boxing/primitive.hpp), which the planner and the executor iterate: adding a primitive is
+// this line and that file.
+#define SPSD_BOXING_PRIMITIVES(X)     \
+  X(kAllReduce, all_reduce)           \
+  X(kReduceScatter, reduce_scatter)   \
+  X(kAllGather, all_gather)           \
+  X(kAllToAll, all_to_all)            \
+  X(kLocal, local)                    \
+  X(kExchange, exchange)              \
+  X(kDeviceCopy, device_copy)
+
 enum class StepKind {
-  kAllReduce,      // P(op) -> B along one mesh axis
-  kReduceScatter,  // P(op) -> S(i) along one mesh axis
-  kAllGather,      // S(i) -> B along one mesh axis
-  kAllToAll,       // S(i) -> S(j) along one mesh axis
-  kLocal,          // B -> S(i) slice, B -> P keep or zero, S(i) -> P pad with the identity: no traffic
-  kExchange,       // S/B -> any layout, any placements: box intersections as grouped send/recv
-  kDeviceCopy,     // the same layout moved between cpu and cuda memory, each rank its own piece: no traffic
+#define SPSD_STEP_KIND(kind, name) kind,
+  SPSD_BOXING_PRIMITIVES(SPSD_STEP_KIND)
+#undef SPSD_STEP_KIND
 };
 std::string_view to_string(StepKind kind);
 
@@ -50,7 +59,7 @@ struct Plan {
   std::shared_ptr<const detail::OpIdentity> identity;
   int64_t bytes_sent(int64_t rank) const;      // predicted, summed over steps
   int64_t bytes_received(int64_t rank) const;
-  // Whether some step calls the communicator (every kind but kLocal and kDeviceCopy); a plan of local steps
+  // Whether some step calls the communicator (its primitive says so); a plan of local steps
   // needs no rendezvous, so the cross-rank check need not run before it.
   bool communicates() const;
   std::string to_string() const;

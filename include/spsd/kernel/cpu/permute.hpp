@@ -1,6 +1,6 @@
 #pragma once
 // Data movement between dense layouts: permute (axis transposition) and copy_region (a box
-// of one tensor into a box of another: slice, concat, boxing's local copies).
+// of one tensor into a box of another: slice, concat, and, dtype-erased, boxing's pack and unpack).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -125,17 +125,20 @@ void permute(const T* x, const Shape& x_shape, std::span<const int64_t> perm, T*
   }
 }
 
-// dst[dst_begin + i] = src[src_begin + i] for every index i of the extent box, both tensors
-// dense with their shapes. One memcpy per contiguous run: the last axis, extended over the
-// trailing axes the box spans completely in both tensors. src and dst must not overlap.
-template <Element T>
-void copy_region(const T* src, const Shape& src_shape, std::span<const int64_t> src_begin, T* dst,
-                 const Shape& dst_shape, std::span<const int64_t> dst_begin, const Shape& extent) {
-  detail::check_copy_region(src_shape, src_begin, dst_shape, dst_begin, extent);
+// dst[dst_begin + i] = src[src_begin + i] for every index i of the extent box, both buffers
+// dense with their shapes, elem bytes per element; unchecked. One memcpy per contiguous run: the
+// last axis, extended over the trailing axes the box spans completely in both buffers. The one
+// strided box copy on the host: copy_region below and boxing's pack and unpack
+// (kernel/box_copy.hpp) both run it. src and dst must not overlap.
+inline void copy_dense_box(const void* src, const Shape& src_shape, std::span<const int64_t> src_begin, void* dst,
+                           const Shape& dst_shape, std::span<const int64_t> dst_begin, const Shape& extent,
+                           int64_t elem) {
   const int64_t r = extent.ndim();
   if (extent.numel() == 0) return;
+  const char* from = static_cast<const char*>(src);
+  char* to = static_cast<char*>(dst);
   if (r == 0) {
-    dst[0] = src[0];
+    std::memcpy(to, from, static_cast<size_t>(elem));
     return;
   }
   const std::vector<int64_t> ss = contiguous_strides(src_shape), ds = contiguous_strides(dst_shape);
@@ -151,7 +154,15 @@ void copy_region(const T* src, const Shape& src_shape, std::span<const int64_t> 
                                  std::vector<int64_t>(ds.begin(), ds.begin() + k)});
   const int64_t runs = extent.numel() / run;
   for (int64_t i = 0; i < runs; ++i, od.next())
-    std::memcpy(dst + dof + od.offset(1), src + so + od.offset(0), static_cast<size_t>(run) * sizeof(T));
+    std::memcpy(to + (dof + od.offset(1)) * elem, from + (so + od.offset(0)) * elem, static_cast<size_t>(run * elem));
+}
+
+// copy_dense_box of T elements, bounds checked (spsd::Error for a box that does not fit).
+template <Element T>
+void copy_region(const T* src, const Shape& src_shape, std::span<const int64_t> src_begin, T* dst,
+                 const Shape& dst_shape, std::span<const int64_t> dst_begin, const Shape& extent) {
+  detail::check_copy_region(src_shape, src_begin, dst_shape, dst_begin, extent);
+  copy_dense_box(src, src_shape, src_begin, dst, dst_shape, dst_begin, extent, static_cast<int64_t>(sizeof(T)));
 }
 
 // Compiled into the library (core/instances.hpp).

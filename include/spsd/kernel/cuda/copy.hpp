@@ -1,6 +1,6 @@
 #pragma once
 // Dtype-erased device copies for the boxing layer and the ops that move bytes: the device
-// counterparts of src/boxing/box_copy.hpp (copy_region, fill_identity), the zero-divisor scan
+// counterparts of kernel/box_copy.hpp (copy_box, fill_identity), the zero-divisor scan
 // of integer div, and a plain byte copy (reshape). Defined in cuda/kernels/copy.cu.
 #include <cstdint>
 
@@ -11,12 +11,12 @@ namespace spsd::kernel::cuda {
 
 // Copies the elements of region (global coordinates, inside both boxes) from a device buffer
 // holding src_box to a device buffer holding dst_box (both dense row-major), elem_bytes per
-// element: spsd::detail::copy_region on the device. One memcpy when the region is one run of
+// element: kernel::copy_box on the device. One memcpy when the region is one run of
 // both buffers, else one strided-copy launch. An empty region does nothing; buffers must not overlap.
 void copy_box(const void* src, const Box& src_box, void* dst, const Box& dst_box, const Box& region,
               int64_t elem_bytes, void* stream);
 
-// n copies of reduce_identity<T>(op) for the T of dtype (spsd::detail::fill_identity).
+// n copies of reduce_identity<T>(op) for the T of dtype (kernel::fill_identity).
 void fill_identity(void* dst, int64_t n, DType dtype, ReduceOp op, void* stream);
 
 // The first index i < n with x[i] == 0, or -1 (the integer-division check, see

@@ -1,0 +1,57 @@
+#pragma once
+// The ranks a 1-d step runs over (one group per line of the mesh along the step's axis), and
+// the record of a mesh-axis primitive made from what it does for one member of one group.
+#include <cstdint>
+#include <vector>
+
+#include "primitive.hpp"
+#include "spsd/comm/traffic.hpp"
+
+namespace spsd::detail {
+
+// The ranks along the mesh axis a 1-d step changes, as seen from one of them. It refers to the
+// boxes of every rank of the placement, which must outlive it.
+struct AxisGroup {
+  std::vector<int64_t> ranks;      // world ranks in coordinate order along the axis
+  std::vector<int64_t> positions;  // their positions in the placement
+  std::vector<int64_t> old_counts, new_counts;  // elements in each member's box before and after
+  int64_t me = 0;                  // index of the member it is seen from
+  DeviceType device = DeviceType::kCPU;
+  const std::vector<Box>* old_all = nullptr;  // every rank's box before and after the step
+  const std::vector<Box>* new_all = nullptr;
+
+  int64_t size() const { return static_cast<int64_t>(ranks.size()); }
+  const Box& old_box(int64_t m) const { return (*old_all)[positions[m]]; }
+  const Box& new_box(int64_t m) const { return (*new_all)[positions[m]]; }
+};
+
+// What one member of a 1-d step moves: elements on the wire and elements written locally.
+struct AxisTraffic {
+  traffic::Traffic wire;
+  int64_t local_elems = 0;
+};
+
+using MemberTraffic = AxisTraffic (*)(const AxisGroup& g, const StepView& step);
+using MemberRun = StoragePtr (*)(const AxisGroup& g, const StepView& step, const StoragePtr& in);
+
+// Every member of every group along step.mesh_axis, priced by member (ranks in rank order).
+StepTraffic axis_step_traffic(const StepView& step, MemberTraffic member);
+// This rank's group along step.mesh_axis, run by member.
+StoragePtr run_axis_step(const StepView& step, const StoragePtr& in, MemberRun member);
+
+// The record of a mesh-axis primitive: changes says which transition it makes, Traffic and Run
+// what it does for one member of one group.
+template <MemberTraffic Traffic, MemberRun Run>
+constexpr Primitive axis_primitive(StepKind kind, bool (*changes)(const NdSbp&, int64_t, const Sbp&),
+                                   int64_t (*rounds)(int64_t, int64_t), bool communicates = true) {
+  return {kind,
+          Primitive::Reach::kMeshAxis,
+          communicates,
+          changes,
+          nullptr,
+          rounds,
+          [](const StepView& step) { return axis_step_traffic(step, Traffic); },
+          [](const StepView& step, const StoragePtr& in) { return run_axis_step(step, in, Run); }};
+}
+
+}  // namespace spsd::detail

@@ -1,0 +1,44 @@
+// A layout |-> the same layout in another memory space (cpu <-> cuda) : each rank copies its own
+// piece, no traffic between ranks. The planner puts one on each side of the host boxing of a
+// conversion between devices, so the device side never meets MPI.
+#include <algorithm>
+
+#include "primitive.hpp"
+#include "spsd/runtime/device.hpp"
+#include "spsd/runtime/runtime.hpp"
+
+namespace spsd::detail {
+
+namespace {
+
+// Priced as a local copy of the largest piece.
+StepTraffic traffic(const StepView& step) {
+  StepTraffic out;
+  std::vector<int64_t> ranks = step.from.placement.ranks();
+  std::sort(ranks.begin(), ranks.end());
+  for (int64_t r : ranks) out.ranks.push_back({r});
+  out.members = 0;
+  for (const Box& b : step.from_boxes) out.max_local = std::max(out.max_local, b.numel() * size_of(step.dtype));
+  return out;
+}
+
+StoragePtr run(const StepView& step, const StoragePtr& in) {
+  const int64_t bytes = step.from_boxes[step.from.placement.position(rank())].numel() * size_of(step.dtype);
+  const DeviceType from = step.from.placement.device_type(), to = step.to.placement.device_type();
+  StoragePtr out = Storage::allocate_uninitialized(bytes, to);
+  copy_bytes(out->data(), to, std::as_const(*in).data(), from, bytes);
+  return out;
+}
+
+}  // namespace
+
+extern constinit const Primitive device_copy_primitive{.kind = StepKind::kDeviceCopy,
+                                             .reach = Primitive::Reach::kMemorySpace,
+                                             .communicates = false,
+                                             .changes_axis = nullptr,
+                                             .leaves = nullptr,
+                                             .rounds = no_rounds,
+                                             .traffic = traffic,
+                                             .run = run};
+
+}  // namespace spsd::detail
