@@ -28,6 +28,7 @@
 #include "spsd/boxing/plan.hpp"
 #include "spsd/boxing/cost.hpp"
 #include "spsd/boxing/planner.hpp"
+#include "spsd/boxing/to_layout.hpp"
 #include "spsd/op/signature.hpp"
 #include "spsd/op/resolve.hpp"
 #include "spsd/op/dispatch.hpp"

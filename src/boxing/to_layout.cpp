@@ -5,7 +5,7 @@
 #include "spsd/runtime/consistency.hpp"
 #include "spsd/runtime/device.hpp"
 #include "spsd/runtime/log.hpp"
-#include "spsd/tensor/global_tensor.hpp"
+#include "spsd/boxing/to_layout.hpp"
 
 namespace spsd::detail {
 

@@ -21,6 +21,7 @@
 #include <sstream>
 #include <utility>
 
+#include "spsd/boxing/to_layout.hpp"
 #include "spsd/runtime/consistency.hpp"
 
 namespace spsd {

@@ -54,7 +54,11 @@ std::unique_ptr<Context> make_local_context(std::shared_ptr<LocalWorld> world, i
 }  // namespace
 
 Context* current_context() { return tls_context; }
-void set_current_context(Context* ctx) { tls_context = ctx; }
+void set_current_context(Context* ctx) {
+  tls_context = ctx;
+  // Collectives called on a rank's thread come after what it queued (the comm layer's one hook).
+  Communicator::set_thread_hook(ctx ? &before_host_communication : nullptr);
+}
 
 Context& context(std::string_view op) {
   SPSD_CHECK(tls_context != nullptr, op,

@@ -18,9 +18,6 @@ CommStream& stream(Context& ctx) {
   return *ctx.comm_stream;
 }
 
-// Collectives called on the rank's own thread come after what it queued.
-[[maybe_unused]] const bool hook_installed = (Communicator::before_collective = &before_host_communication, true);
-
 }  // namespace
 
 bool synchronous_from_env() {

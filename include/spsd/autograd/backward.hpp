@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "spsd/autograd/node.hpp"
+#include "spsd/boxing/to_layout.hpp"
 #include "spsd/core/instances.hpp"
 #include "spsd/op/elementwise.hpp"
 #include "spsd/tensor/factory.hpp"

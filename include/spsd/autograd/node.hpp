@@ -38,48 +38,12 @@ struct GradNode {
 // float one), or null when op has none: src/autograd/rules.cpp, compiled into the library.
 BackwardFn backward_rule(std::string_view op, DType dtype);
 
-inline uint64_t next_sequence() {
-  thread_local uint64_t n = 0;
-  return ++n;
-}
-
-inline void attach_node(std::shared_ptr<GradNode> node, std::shared_ptr<AutogradMeta>& out_meta) {
-  node->backward = backward_rule(node->op, node->output.dtype);
-  node->sequence = next_sequence();
-  out_meta = std::make_shared<AutogradMeta>();
-  out_meta->requires_grad = true;
-  out_meta->grad_fn = std::move(node);
-}
-
-inline std::shared_ptr<AutogradMeta> wanting_grad(const std::shared_ptr<AutogradMeta>& m) {
-  return m && m->requires_grad ? m : nullptr;
-}
-
-inline void record_op(std::string_view op, const OpAttrs& attrs, const Scalar& scalar, std::span<const InputRef> inputs,
-                      const GlobalData& out, std::shared_ptr<AutogradMeta>& out_meta) {
-  if (!grad_mode) return;
-  auto node = std::make_shared<GradNode>(GradNode{.op = op, .attrs = attrs, .scalar = scalar, .output = out});
-  for (const InputRef& in : inputs) {
-    node->inputs.push_back({*in.shape, in.dtype, *in.placement, *in.nd_sbp, *in.local});
-    node->input_meta.push_back(wanting_grad(*in.autograd));
-  }
-  attach_node(std::move(node), out_meta);
-}
-
-inline void record_boxing(const GlobalData& in, const std::shared_ptr<AutogradMeta>& in_meta, const GlobalData& out,
-                          std::shared_ptr<AutogradMeta>& out_meta) {
-  if (!grad_mode) return;
-  attach_node(std::make_shared<GradNode>(
-                  GradNode{.op = "to_global", .inputs = {in}, .output = out, .input_meta = {wanting_grad(in_meta)}}),
-              out_meta);
-}
-
-// Installs the recorders before main (any program that includes autograd records).
-inline const bool recorders_installed = [] {
-  op_recorder = &record_op;
-  boxing_recorder = &record_boxing;
-  return true;
-}();
+// The recorders of the hooks table (tensor/hooks.hpp; src/autograd/record.cpp): while grad mode
+// is on, out's autograd state becomes a node of op (or "to_global") over these inputs.
+void record_op(std::string_view op, const OpAttrs& attrs, const Scalar& scalar, std::span<const InputRef> inputs,
+               const GlobalData& out, std::shared_ptr<AutogradMeta>& out_meta);
+void record_boxing(const GlobalData& in, const std::shared_ptr<AutogradMeta>& in_meta, const GlobalData& out,
+                   std::shared_ptr<AutogradMeta>& out_meta);
 
 }  // namespace detail
 

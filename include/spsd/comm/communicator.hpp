@@ -29,8 +29,11 @@ struct RecvSpec {
 // send == recv to all_reduce / reduce_scatter works in place.
 class Communicator {
  public:
-  // Set by the runtime (runtime/scheduler.hpp); null in a program without one.
-  static inline void (*before_collective)() = nullptr;
+  // The hook every collective called on this thread runs first: the runtime installs one on
+  // each rank's thread when it makes the rank current there (detail::set_current_context), so a
+  // collective waits for the communication that thread queued earlier and every rank issues
+  // them in program order (runtime/scheduler.hpp). Null on other threads.
+  static void set_thread_hook(void (*hook)()) { thread_hook_ = hook; }
 
   Communicator(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats);
   virtual ~Communicator() = default;
@@ -70,11 +73,10 @@ class Communicator {
   virtual void do_barrier() = 0;
 
  private:
-  // The runtime's hook (below): a collective called on a rank's own thread waits for the
-  // communication that thread queued earlier, so every rank issues them in program order.
   static void before_call() {
-    if (before_collective) before_collective();
+    if (thread_hook_) thread_hook_();
   }
+  static inline thread_local void (*thread_hook_)() = nullptr;
   void account(CollectiveKind, traffic::Traffic elems, DType, int64_t messages = 0);
   void check_counts(const char* op, const char* arg, std::span<const int64_t> counts) const;
   void all_to_all_checked(const void* send, std::span<const int64_t> send_counts, void* recv,

@@ -118,21 +118,15 @@ InputRef input_ref(const GlobalTensor<T>& t) {
   return {&t.shape(), dtype_of<T>, &t.placement(), &t.nd_sbp(), &t.to_local().storage(), &t.autograd_meta()};
 }
 
-// Set by autograd/node.hpp: makes an op's output remember the op when an input requires grad
-// (null: nothing records). op/ sits above autograd/, so it reaches autograd through this pointer.
-inline void (*op_recorder)(std::string_view op, const OpAttrs& attrs, const Scalar& scalar,
-                           std::span<const InputRef> inputs, const GlobalData& out,
-                           std::shared_ptr<AutogradMeta>& out_meta) = nullptr;
-
-// out, recorded for backward when an input requires grad. Every rank records, those outside the
-// placement too, so all ranks run the same backward ops.
+// out, recorded for backward when an input requires grad (autograd/ sits above op/: through the
+// hooks table, tensor/hooks.hpp). Every rank records, those outside the placement too, so all
+// ranks run the same backward ops.
 template <Element T>
 GlobalTensor<T> recorded(std::string_view op, std::span<const InputRef> inputs, const OpAttrs& attrs,
                          const Scalar& scalar, GlobalTensor<T> out) {
-  if (op_recorder == nullptr) return out;
   for (const InputRef& in : inputs)
     if (*in.autograd && (*in.autograd)->requires_grad) {
-      op_recorder(op, attrs, scalar, inputs, out.data(), out.autograd_meta());
+      hooks.record_op(op, attrs, scalar, inputs, out.data(), out.autograd_meta());
       break;
     }
   return out;

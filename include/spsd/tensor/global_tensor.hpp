@@ -10,6 +10,7 @@
 #include "spsd/layout/diagram.hpp"
 #include "spsd/layout/split.hpp"
 #include "spsd/runtime/runtime.hpp"
+#include "spsd/tensor/hooks.hpp"
 #include "spsd/tensor/tensor.hpp"
 
 namespace spsd {
@@ -24,10 +25,6 @@ struct GlobalData {
   NdSbp nd_sbp;
   std::shared_ptr<Storage> local;  // this rank's box; null on ranks outside the placement
 };
-
-// Boxing: the same logical tensor in another layout (collective over both placements' ranks).
-// Declared here, implemented by the boxing layer (src/boxing/).
-GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdSbp& nd_sbp);
 
 // Throws unless nd_sbp fits shape and placement, and the placement fits the world.
 void check_global_layout(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp);
@@ -55,11 +52,6 @@ struct AutogradMeta {
   std::optional<GlobalData> grad;     // leaves: the gradient accumulated by backward
 };
 
-// Set by autograd/node.hpp: records to_global as a differentiable step (null: nothing records).
-// Boxing lives here, above autograd, so it reaches autograd through this pointer.
-inline void (*boxing_recorder)(const GlobalData& in, const std::shared_ptr<AutogradMeta>& in_meta,
-                               const GlobalData& out, std::shared_ptr<AutogradMeta>& out_meta) = nullptr;
-
 // "(4, 5) float32 (S(0), B) on placement(...)", for error messages.
 inline std::string describe(const GlobalData& t) {
   return concat(t.shape, " ", to_string(t.dtype), " ", t.nd_sbp, " on ", t.placement);
@@ -85,9 +77,8 @@ class GlobalTensor {
   // Boxing to another layout: collective over the ranks of both placements; others return at once.
   GlobalTensor to_global(const Placement& placement, const NdSbp& nd_sbp) const {
     const detail::GlobalData in = data();
-    GlobalTensor out = from_data(detail::to_layout(in, placement, nd_sbp));
-    if (autograd_ && autograd_->requires_grad && detail::boxing_recorder)
-      detail::boxing_recorder(in, autograd_, out.data(), out.autograd_);
+    GlobalTensor out = from_data(detail::hooks.to_layout(in, placement, nd_sbp));
+    if (autograd_ && autograd_->requires_grad) detail::hooks.record_boxing(in, autograd_, out.data(), out.autograd_);
     return out;
   }
   GlobalTensor to_global(const NdSbp& nd_sbp) const { return to_global(placement_, nd_sbp); }
