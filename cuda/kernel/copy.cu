@@ -6,7 +6,7 @@
 #include <cstdint>
 
 #include "spsd/core/reduce_op.hpp"
-#include "spsd/kernel/cpu/broadcast.hpp"
+#include "spsd/kernel/cpu/broadcasting.hpp"
 #include "spsd/kernel/cuda/copy.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 

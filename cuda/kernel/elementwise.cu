@@ -5,7 +5,7 @@
 
 #include <cstdint>
 
-#include "spsd/kernel/cpu/broadcast.hpp"
+#include "spsd/kernel/cpu/broadcasting.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 
 namespace spsd::kernel::cuda {

@@ -12,7 +12,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "spsd/kernel/cpu/broadcast.hpp"
+#include "spsd/kernel/cpu/broadcasting.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 #include "spsd/kernel/cuda/gemm.hpp"

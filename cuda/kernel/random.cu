@@ -3,7 +3,7 @@
 // SPSD_HOST_DEVICE under nvcc).
 #include "common.cuh"
 
-#include "spsd/kernel/cpu/broadcast.hpp"
+#include "spsd/kernel/cpu/broadcasting.hpp"
 #include "spsd/kernel/cuda/random.hpp"
 #include "spsd/tensor/random.hpp"
 

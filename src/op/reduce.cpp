@@ -1,10 +1,8 @@
-// The explicit instantiations of spsd/op/reduce.hpp and spsd/op/matmul.hpp (core/instances.hpp).
+// The explicit instantiations of spsd/op/reduce.hpp (core/instances.hpp).
 #include "spsd/op/reduce.hpp"
-#include "spsd/op/matmul.hpp"
 
 namespace spsd {
 
 SPSD_FOR_EACH_ELEMENT(SPSD_REDUCE_INSTANCES, )
-SPSD_FOR_EACH_ELEMENT(SPSD_MATMUL_INSTANCES, )
 
 }  // namespace spsd

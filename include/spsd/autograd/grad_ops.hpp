@@ -18,7 +18,7 @@
 #include <string_view>
 
 #include "spsd/kernel/cpu/loop.hpp"
-#include "spsd/op/broadcast.hpp"
+#include "spsd/op/broadcasting.hpp"
 #include "spsd/op/dispatch.hpp"
 
 namespace spsd::detail::grad_ops {

@@ -9,6 +9,7 @@
 #include "spsd/comm/stats.hpp"
 #include "spsd/comm/traffic.hpp"
 #include "spsd/core/dtype.hpp"
+#include "spsd/core/reduce_op.hpp"
 
 namespace spsd {
 

@@ -10,14 +10,12 @@
 namespace spsd {
 
 enum class DType { kFloat32, kFloat64, kInt32, kInt64 };
-enum class ReduceOp { kSum, kMax, kMin };
 
 // False for values cast from integers that name no enumerator (checked where they enter: the
-// communicator, plan_boxing, sbp::partial).
+// communicator, plan_boxing).
 constexpr bool is_valid(DType t) {
   return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kInt32 || t == DType::kInt64;
 }
-constexpr bool is_valid(ReduceOp op) { return op == ReduceOp::kSum || op == ReduceOp::kMax || op == ReduceOp::kMin; }
 
 namespace detail {
 template <class T> struct DTypeOf;
@@ -54,17 +52,7 @@ constexpr std::string_view to_string(DType t) {
   return "invalid dtype";
 }
 
-constexpr std::string_view to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-  }
-  return "invalid reduce op";
-}
-
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << to_string(t); }
-inline std::ostream& operator<<(std::ostream& os, ReduceOp op) { return os << to_string(op); }
 
 // Calls f.template operator()<T>() with the C++ type of a runtime DType: one switch
 // at the dtype-erased boundary, templated loops inside.

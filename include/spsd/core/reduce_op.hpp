@@ -1,14 +1,34 @@
 #pragma once
-// Element-wise application of a ReduceOp: the combine step of every partial reduction.
+// ReduceOp: the reduction of a partial layout (P(sum), P(max), P(min)) and of the collectives
+// that resolve it, its identity for each element type, and its element-wise application (the
+// combine step of every partial reduction).
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <ostream>
+#include <string_view>
 #include <type_traits>
 
 #include "spsd/core/config.hpp"
 #include "spsd/core/dtype.hpp"
 
 namespace spsd {
+
+enum class ReduceOp { kSum, kMax, kMin };
+
+// False for values cast from integers that name no enumerator (checked where they enter: the
+// communicator, sbp::partial).
+constexpr bool is_valid(ReduceOp op) { return op == ReduceOp::kSum || op == ReduceOp::kMax || op == ReduceOp::kMin; }
+
+constexpr std::string_view to_string(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return "sum";
+    case ReduceOp::kMax: return "max";
+    case ReduceOp::kMin: return "min";
+  }
+  return "invalid reduce op";
+}
+inline std::ostream& operator<<(std::ostream& os, ReduceOp op) { return os << to_string(op); }
 
 // The identity of op for T: x op identity == x.
 template <Element T>

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "spsd/core/dtype.hpp"
+#include "spsd/core/reduce_op.hpp"
 #include "spsd/core/error.hpp"
 
 namespace spsd {

@@ -10,7 +10,7 @@
 
 #include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
-#include "spsd/op/broadcast.hpp"
+#include "spsd/op/broadcasting.hpp"
 #include "spsd/op/dispatch.hpp"
 
 namespace spsd {

@@ -5,7 +5,7 @@
 //   P(sum) x B -> P(sum)   B x P(sum) -> P(sum)   S(batch) x S(batch) -> S(batch)   B x B -> B
 #include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
-#include "spsd/op/broadcast.hpp"
+#include "spsd/op/broadcasting.hpp"
 #include "spsd/op/dispatch.hpp"
 
 namespace spsd {

@@ -16,7 +16,7 @@
 #include "spsd/core/error.hpp"
 #include "spsd/core/instances.hpp"
 #include "spsd/core/shape.hpp"
-#include "spsd/kernel/cpu/broadcast.hpp"
+#include "spsd/kernel/cpu/broadcasting.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
 
 namespace spsd::kernel::cpu {

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "spsd/core/dtype.hpp"
+#include "spsd/core/reduce_op.hpp"
 #include "spsd/layout/split.hpp"
 
 namespace spsd::kernel::cuda {

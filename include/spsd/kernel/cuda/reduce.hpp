@@ -6,6 +6,7 @@
 #include <span>
 
 #include "spsd/core/dtype.hpp"
+#include "spsd/core/reduce_op.hpp"
 #include "spsd/core/shape.hpp"
 
 namespace spsd::kernel::cuda {
