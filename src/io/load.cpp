@@ -1,0 +1,110 @@
+// load_checkpoint and checkpoint_contents: each rank reads the chunks that hold its box in the
+// target layout, in any placement, layout or world size (the format: docs/checkpoints.md).
+#include <algorithm>
+
+#include "agreed.hpp"
+#include "read_box.hpp"
+#include "spsd/boxing/to_layout.hpp"
+
+namespace spsd {
+
+namespace detail {
+
+namespace {
+
+// This rank's box of `stored` in (placement, nd_sbp) read from the files, as a tensor in that
+// layout, partial axes included; nothing is read on ranks outside the placement.
+struct LoadedBox {
+  std::shared_ptr<Storage> host;  // null outside the placement
+};
+
+LoadedBox read_local(std::string_view op, const std::string& name, const StoredTensor& stored, const Manifest& m,
+                     Readers& files, const Placement& placement, const NdSbp& nd_sbp) {
+  if (!placement.contains(rank())) return {};
+  const Box target = box_of(stored.shape, placement, without_partial(nd_sbp), rank());
+  auto host = Storage::allocate_uninitialized(target.numel() * size_of(stored.dtype), DeviceType::kCPU);
+  read_box(op, name, stored, m, files, target, static_cast<char*>(host->data()));
+  return {std::move(host)};
+}
+
+// The loaded boxes as a global tensor in (placement, nd_sbp). They were read on the host in that
+// layout with B for P; the plan boxes them into the partial axes and moves them to the
+// placement's memory space (local steps only). Collective.
+GlobalData to_target(const StoredTensor& stored, const LoadedBox& loaded, const Placement& placement,
+                     const NdSbp& nd_sbp) {
+  const GlobalData read{stored.shape, stored.dtype, on_device(placement, DeviceType::kCPU), without_partial(nd_sbp),
+                        loaded.host};
+  return to_layout(read, placement, nd_sbp);
+}
+
+}  // namespace
+
+GlobalData load_tensor(const std::string& dir, const std::string& name, DType dtype, const Placement& placement,
+                       const NdSbp& nd_sbp) {
+  constexpr std::string_view op = "load_checkpoint";
+  check_same_call(concat(op, "(", dir, ", ", name, ", ", to_string(dtype), " ", nd_sbp, " on ", placement, ")"));
+  Manifest m;
+  const StoredTensor* stored = nullptr;
+  LoadedBox loaded;
+  agreed(op, [&] {
+    m = read_manifest(op, dir);
+    m.check_holds(op, {name});
+    stored = &m.tensors.at(name);
+    SPSD_CHECK(stored->dtype == dtype, op, "tensor \"", name, "\" in ", dir, " is ", to_string(stored->dtype),
+               ", asked for ", to_string(dtype));
+    check_global_layout(op, stored->shape, placement, nd_sbp);
+    Readers files(op, m);
+    loaded = read_local(op, name, *stored, m, files, placement, nd_sbp);
+  });
+  return to_target(*stored, loaded, placement, nd_sbp);
+}
+
+}  // namespace detail
+
+using detail::concat;
+using detail::GlobalData;
+
+void load_checkpoint(const std::string& dir, StateDict& into) {
+  using namespace detail;  // the loading steps above and the format's parts (manifest.hpp, read_box.hpp)
+  constexpr std::string_view op = "load_checkpoint";
+  std::string call = concat(op, "(", dir);
+  for (const auto& [name, d] : into.entries()) call += concat(", ", name, " ", detail::describe(d));
+  check_same_call(call + ")");
+  Manifest m;
+  std::vector<LoadedBox> loaded;
+  agreed(op, [&] {
+    m = read_manifest(op, dir);
+    m.check_holds(op, into.names());
+    for (const auto& [name, d] : into.entries()) {
+      const StoredTensor& s = m.tensors.at(name);
+      SPSD_CHECK(s.dtype == d.dtype && s.shape == d.shape, op, "tensor \"", name, "\" in ", dir, " is ", s.shape, " ",
+                 to_string(s.dtype), ", the target is ", describe(d));
+    }
+    Readers files(op, m);
+    for (const auto& [name, d] : into.entries())
+      loaded.push_back(read_local(op, name, m.tensors.at(name), m, files, d.placement, d.nd_sbp));
+  });
+  // Every read succeeded on every rank: only now are the targets written.
+  size_t i = 0;
+  for (const auto& [name, d] : into.entries()) {
+    const GlobalData value = to_target(m.tensors.at(name), loaded[i++], d.placement, d.nd_sbp);
+    if (!d.local || !value.local) continue;  // a rank outside the placement
+    const int64_t bytes = box_of(d.shape, d.placement, d.nd_sbp, rank()).numel() * size_of(d.dtype);
+    copy_bytes(d.local->data(), d.placement.device_type(), std::as_const(*value.local).data(),
+                       d.placement.device_type(), bytes);
+  }
+}
+
+std::vector<CheckpointEntry> checkpoint_contents(const std::string& dir) {
+  using detail::agreed;
+  constexpr std::string_view op = "checkpoint_contents";
+  detail::check_same_call(concat(op, "(", dir, ")"));
+  std::vector<CheckpointEntry> entries;
+  agreed(op, [&] {
+    for (const auto& [name, t] : detail::read_manifest(op, dir).tensors)
+      entries.push_back({name, t.shape, t.dtype, static_cast<int64_t>(t.boxes.size())});
+  });
+  return entries;
+}
+
+}  // namespace spsd
