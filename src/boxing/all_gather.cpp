@@ -7,8 +7,6 @@ namespace spsd::detail {
 
 namespace {
 
-bool changes(const NdSbp& nd, int64_t axis, const Sbp& to) { return nd[axis].is_split() && to.is_broadcast(); }
-
 AxisTraffic member_traffic(const AxisGroup& g, const StepView&) {
   return {traffic::all_gather(g.old_counts, g.me), g.new_box(g.me).numel()};
 }
@@ -19,12 +17,9 @@ StoragePtr run(const AxisGroup& g, const StepView& step, const StoragePtr& in) {
   std::vector<int64_t> displs = displacements(counts);
   const Box& whole = g.new_box(g.me);
   StoragePtr out = allocate(whole, dtype, g.device);
-  // Pieces that follow each other in the gathered box's row-major order land in place.
-  bool in_place = true;
-  for (int64_t m = 0; m < g.size(); ++m)
-    in_place = in_place && (counts[m] == 0 || kernel::contiguous_offset(g.old_box(m), whole) == displs[m]);
   Communicator& comm = communicator_for(g.ranks, g.device);
-  if (in_place) {
+  // Pieces that follow each other in the gathered box's row-major order land in place.
+  if (in_member_order(g, counts, displs, whole, [&](int64_t m) -> const Box& { return g.old_box(m); })) {
     comm.all_gather_v(std::as_const(*in).data(), out->data(), counts, dtype);
     return out;
   }
@@ -38,6 +33,7 @@ StoragePtr run(const AxisGroup& g, const StepView& step, const StoragePtr& in) {
 
 }  // namespace
 
-extern constinit const Primitive all_gather_primitive = axis_primitive<member_traffic, run>(StepKind::kAllGather, changes, log_rounds);
+extern constinit const Primitive all_gather_primitive = axis_primitive<member_traffic, run>(
+    StepKind::kAllGather, [](const NdSbp& nd, int64_t axis, const Sbp& to) { return nd[axis].is_split() && to.is_broadcast(); }, log_rounds);
 
 }  // namespace spsd::detail

@@ -6,8 +6,6 @@ namespace spsd::detail {
 
 namespace {
 
-bool changes(const NdSbp& nd, int64_t axis, const Sbp& to) { return nd[axis].is_partial() && to.is_broadcast(); }
-
 // Reduce-scatter then all-gather: twice the tree's rounds.
 int64_t rounds(int64_t n, int64_t max_messages) { return 2 * log_rounds(n, max_messages); }
 
@@ -27,6 +25,7 @@ StoragePtr run(const AxisGroup& g, const StepView& step, const StoragePtr& in) {
 
 }  // namespace
 
-extern constinit const Primitive all_reduce_primitive = axis_primitive<member_traffic, run>(StepKind::kAllReduce, changes, rounds);
+extern constinit const Primitive all_reduce_primitive = axis_primitive<member_traffic, run>(
+    StepKind::kAllReduce, [](const NdSbp& nd, int64_t axis, const Sbp& to) { return nd[axis].is_partial() && to.is_broadcast(); }, rounds);
 
 }  // namespace spsd::detail

@@ -27,8 +27,6 @@ bool uniform_everywhere(const AxisGroup& g) {
   return true;
 }
 
-bool changes(const NdSbp& nd, int64_t axis, const Sbp& to) { return nd[axis].is_split() && to.is_split(); }
-
 int64_t rounds(int64_t n, int64_t) { return n - 1; }
 
 // traffic::all_to_all of send_counts and recv_counts, summed without building them: the
@@ -69,6 +67,7 @@ StoragePtr run(const AxisGroup& g, const StepView& step, const StoragePtr& in) {
 
 }  // namespace
 
-extern constinit const Primitive all_to_all_primitive = axis_primitive<member_traffic, run>(StepKind::kAllToAll, changes, rounds);
+extern constinit const Primitive all_to_all_primitive = axis_primitive<member_traffic, run>(
+    StepKind::kAllToAll, [](const NdSbp& nd, int64_t axis, const Sbp& to) { return nd[axis].is_split() && to.is_split(); }, rounds);
 
 }  // namespace spsd::detail

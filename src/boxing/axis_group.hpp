@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "primitive.hpp"
+#include "spsd/kernel/box_copy.hpp"
 #include "spsd/comm/traffic.hpp"
 
 namespace spsd::detail {
@@ -30,6 +31,16 @@ struct AxisTraffic {
   traffic::Traffic wire;
   int64_t local_elems = 0;
 };
+
+// Whether the members' boxes (box(m): their old or new ones) follow each other in whole's
+// row-major buffer at displs, so a v-collective can read or write them there without packing.
+template <class BoxOf>
+bool in_member_order(const AxisGroup& g, const std::vector<int64_t>& counts, const std::vector<int64_t>& displs,
+                     const Box& whole, BoxOf box) {
+  for (int64_t m = 0; m < g.size(); ++m)
+    if (counts[m] != 0 && kernel::contiguous_offset(box(m), whole) != displs[m]) return false;
+  return true;
+}
 
 using MemberTraffic = AxisTraffic (*)(const AxisGroup& g, const StepView& step);
 using MemberRun = StoragePtr (*)(const AxisGroup& g, const StepView& step, const StoragePtr& in);

@@ -32,13 +32,7 @@ StoragePtr run(const StepView& step, const StoragePtr& in) {
 
 }  // namespace
 
-extern constinit const Primitive device_copy_primitive{.kind = StepKind::kDeviceCopy,
-                                             .reach = Primitive::Reach::kMemorySpace,
-                                             .communicates = false,
-                                             .changes_axis = nullptr,
-                                             .leaves = nullptr,
-                                             .rounds = no_rounds,
-                                             .traffic = traffic,
-                                             .run = run};
+extern constinit const Primitive device_copy_primitive = whole_layout_primitive(
+    StepKind::kDeviceCopy, Primitive::Reach::kMemorySpace, /*communicates=*/false, nullptr, no_rounds, traffic, run);
 
 }  // namespace spsd::detail

@@ -184,13 +184,7 @@ StoragePtr run_exchange(const StepView& step, const StoragePtr& in) {
 
 }  // namespace
 
-extern constinit const Primitive exchange_primitive{.kind = StepKind::kExchange,
-                                          .reach = Primitive::Reach::kLayouts,
-                                          .communicates = true,
-                                          .changes_axis = nullptr,
-                                          .leaves = leaves,
-                                          .rounds = rounds,
-                                          .traffic = exchange_traffic,
-                                          .run = run_exchange};
+extern constinit const Primitive exchange_primitive = whole_layout_primitive(
+    StepKind::kExchange, Primitive::Reach::kLayouts, /*communicates=*/true, leaves, rounds, exchange_traffic, run_exchange);
 
 }  // namespace spsd::detail

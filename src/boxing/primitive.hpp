@@ -58,6 +58,14 @@ struct Primitive {
   StoragePtr (*run)(const StepView& step, const StoragePtr& in);
 };
 
+// The record of a primitive that is not along one mesh axis (reach kLayouts or kMemorySpace).
+constexpr Primitive whole_layout_primitive(StepKind kind, Primitive::Reach reach, bool communicates,
+                                           bool (*leaves)(const NdSbp&), int64_t (*rounds)(int64_t, int64_t),
+                                           StepTraffic (*traffic)(const StepView&),
+                                           StoragePtr (*run)(const StepView&, const StoragePtr&)) {
+  return {kind, reach, communicates, nullptr, leaves, rounds, traffic, run};
+}
+
 // The record of kind (src/boxing/primitives.cpp), and all of them in SPSD_BOXING_PRIMITIVES order.
 const Primitive& primitive(StepKind kind);
 std::span<const Primitive* const> primitives();

@@ -20,13 +20,10 @@ enum class ReduceOp { kSum, kMax, kMin };
 // communicator, sbp::partial).
 constexpr bool is_valid(ReduceOp op) { return op == ReduceOp::kSum || op == ReduceOp::kMax || op == ReduceOp::kMin; }
 
+// "sum", "max", "min": the names P(...) prints.
 constexpr std::string_view to_string(ReduceOp op) {
-  switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
-  }
-  return "invalid reduce op";
+  constexpr std::string_view names[] = {"sum", "max", "min"};
+  return is_valid(op) ? names[static_cast<int>(op)] : "invalid reduce op";
 }
 inline std::ostream& operator<<(std::ostream& os, ReduceOp op) { return os << to_string(op); }
 
