@@ -81,44 +81,68 @@ inline std::vector<int64_t> balanced_split(int64_t n, int64_t parts) {
   return sizes;
 }
 
-// The part of tensor axis `axis` (extent elements) that the piece at mesh coordinates coords
-// covers. Mesh axes apply in order: axis 0 splits the whole extent, a later mesh axis splitting
-// the same tensor axis splits each part again, so two mesh axes on one tensor axis nest and
-// every piece stays one box. balanced_range checks each coordinate.
-inline Range piece_range(int64_t extent, int64_t axis, const Shape& mesh, const NdSbp& nd_sbp,
-                         std::span<const int64_t> coords) {
-  Range r{0, extent};
-  for (int64_t a = 0; a < mesh.ndim(); ++a) {
-    if (!nd_sbp[a].is_split() || nd_sbp[a].axis() != axis) continue;
-    const Range part = balanced_range(r.size(), mesh[a], coords[a]);
-    r = {r.begin + part.begin, r.begin + part.end};
-  }
-  return r;
+// The part of r that part k of `parts` takes: the balanced split of r, nested in it. The one
+// split computation: box_at applies it along every mesh axis that splits, piece_numel through
+// piece_range.
+inline Range nested_part(Range r, int64_t parts, int64_t k) {
+  const Range part = balanced_range(r.size(), parts, k);
+  return {r.begin + part.begin, r.begin + part.end};
 }
 
-// The box of the piece at mesh coordinates coords (piece_range along every tensor axis).
-// Size compares only (box_at is on the dispatch path).
+// The box of the piece at mesh coordinates coords. Mesh axes apply in order: axis 0 splits the
+// global box, axis 1 splits each piece, and so on, so two mesh axes splitting one tensor axis
+// nest and every piece stays one box. Size compares only (box_at is on the dispatch path);
+// balanced_range checks each coordinate.
 inline Box box_at(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp, const std::vector<int64_t>& coords) {
   SPSD_CHECK(static_cast<int64_t>(nd_sbp.size()) == mesh.ndim() && static_cast<int64_t>(coords.size()) == mesh.ndim(),
              "box_at", "nd_sbp ", nd_sbp, " and coords ", detail::join(coords), " need one entry per axis of mesh ", mesh);
-  for (const Sbp& s : nd_sbp)
-    SPSD_CHECK(!s.is_split() || s.axis() < shape.ndim(), "box_at", "nd_sbp ", nd_sbp, " splits axis ", s.axis(),
-               " of shape ", shape);
   Box box = full_box(shape);
-  for (int64_t i = 0; i < shape.ndim(); ++i) {
-    const Range r = piece_range(shape[i], i, mesh, nd_sbp, coords);
+  for (int64_t a = 0; a < mesh.ndim(); ++a) {
+    const Sbp& s = nd_sbp.axes()[a];
+    if (!s.is_split()) continue;
+    const int64_t i = s.axis();
+    SPSD_CHECK(i < shape.ndim(), "box_at", "nd_sbp ", nd_sbp, " splits axis ", i, " of shape ", shape);
+    const Range r = nested_part({box.begin[i], box.end[i]}, mesh[a], coords[a]);
     box.begin[i] = r.begin;
     box.end[i] = r.end;
   }
   return box;
 }
 
+namespace detail {
+// The part of tensor axis `axis` (extent elements) that the piece at coords covers: nested_part
+// along each mesh axis that splits it, in order. Unchecked: nd and coords have one entry per
+// mesh axis.
+inline Range piece_range(int64_t extent, int64_t axis, const Shape& mesh, const std::vector<Sbp>& nd,
+                         std::span<const int64_t> coords) {
+  Range r{0, extent};
+  for (int64_t a = 0; a < mesh.ndim(); ++a)
+    if (nd[a].is_split() && nd[a].axis() == axis) r = nested_part(r, mesh[a], coords[a]);
+  return r;
+}
+// Whether mesh axis a is the first to split its tensor axis (later ones nest inside its parts).
+inline bool first_split(const std::vector<Sbp>& nd, int64_t a) {
+  for (int64_t b = 0; b < a; ++b)
+    if (nd[b].is_split() && nd[b].axis() == nd[a].axis()) return false;
+  return true;
+}
+}  // namespace detail
+
 // The number of elements of the piece at coords: box_at(...).numel() without building the box
-// (dispatch checks every input piece's size with it). Sizes are checked as in box_at.
+// (dispatch checks every split input's piece with it). Checked as box_at.
 inline int64_t piece_numel(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp,
                            std::span<const int64_t> coords) {
-  int64_t numel = 1;
-  for (int64_t i = 0; i < shape.ndim(); ++i) numel *= piece_range(shape[i], i, mesh, nd_sbp, coords).size();
+  SPSD_CHECK(static_cast<int64_t>(nd_sbp.size()) == mesh.ndim() && static_cast<int64_t>(coords.size()) == mesh.ndim(),
+             "piece_numel", "nd_sbp ", nd_sbp, " and coords ", detail::join({coords.begin(), coords.end()}),
+             " need one entry per axis of mesh ", mesh);
+  const std::vector<Sbp>& nd = nd_sbp.axes();
+  int64_t numel = shape.numel();
+  for (int64_t a = 0; a < mesh.ndim() && numel > 0; ++a) {
+    if (!nd[a].is_split()) continue;
+    const int64_t i = nd[a].axis();
+    SPSD_CHECK(i < shape.ndim(), "piece_numel", "nd_sbp ", nd_sbp, " splits axis ", i, " of shape ", shape);
+    if (detail::first_split(nd, a)) numel = numel / shape[i] * detail::piece_range(shape[i], i, mesh, nd, coords).size();
+  }
   return numel;
 }
 
