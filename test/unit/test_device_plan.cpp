@@ -1,7 +1,7 @@
-// Plans between cpu and cuda layouts (boxing/planner.cpp): to_layout boxes among host buffers
-// and copies each rank's piece between memory spaces around that, so the plan (what
-// explain_boxing prints and the boxing suite checks traffic against) must be the host plan with
-// device_copy steps around it. Pure metadata: no GPU needed.
+// Plans between cpu and cuda layouts (boxing/planner.cpp): the host plan with device_copy steps
+// around it, each rank copying its piece between memory spaces; the executor runs exactly these
+// steps, so the plan (what explain_boxing prints and the boxing suite checks traffic against) is
+// what runs. Pure metadata: no GPU needed.
 #include <catch2/catch.hpp>
 #include <spsd/spsd.hpp>
 
