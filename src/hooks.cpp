@@ -6,7 +6,7 @@
 
 namespace spsd::detail {
 
-constinit const Hooks hooks{
+extern constinit const Hooks hooks{
     .to_layout = &to_layout,
     .record_boxing = &record_boxing,
     .record_op = &record_op,

@@ -19,7 +19,7 @@ void copy_runs(const char* name, const void* src, void* dst, int64_t elem_bytes,
 
 // The extent box at src_begin of a dense src_shape buffer to dst_begin of a dense dst_shape
 // buffer (bounds already checked): the last axis, extended over trailing axes the box spans
-// fully in both buffers, is the run (the cpu copy_region's rule).
+// fully in both buffers, is the run (kernel::cpu::copy_dense_box's rule).
 void copy_dense_box(const char* name, const void* src, const Shape& src_shape, std::span<const int64_t> src_begin,
                     void* dst, const Shape& dst_shape, std::span<const int64_t> dst_begin, const Shape& extent,
                     int64_t elem_bytes, cudaStream_t stream);

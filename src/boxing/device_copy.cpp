@@ -23,6 +23,7 @@ StepTraffic traffic(const StepView& step) {
 }
 
 StoragePtr run(const StepView& step, const StoragePtr& in) {
+  SPSD_CHECK(in != nullptr, "to_global", "rank ", rank(), " holds no piece to move from ", step.from);
   const int64_t bytes = step.from_boxes[step.from.placement.position(rank())].numel() * size_of(step.dtype);
   const DeviceType from = step.from.placement.device_type(), to = step.to.placement.device_type();
   StoragePtr out = Storage::allocate_uninitialized(bytes, to);

@@ -67,14 +67,6 @@ struct Transfer {
   Box region;
 };
 
-std::vector<int64_t> exchange_ranks(const Layout& from, const Layout& to) {
-  std::vector<int64_t> ranks = from.placement.ranks();
-  ranks.insert(ranks.end(), to.placement.ranks().begin(), to.placement.ranks().end());
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  return ranks;
-}
-
 std::vector<Transfer> exchange_transfers(const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
                                          const std::vector<Box>& to_boxes) {
   std::vector<Transfer> transfers;
@@ -86,7 +78,7 @@ std::vector<Transfer> exchange_transfers(const Layout& from, const std::vector<B
 }
 
 // The exchange moves S/B data only: a partial source would need its pieces reduced first.
-bool leaves(const NdSbp& nd) { return !nd.has_partial(); }
+bool can_start_from(const NdSbp& nd) { return !nd.has_partial(); }
 
 int64_t rounds(int64_t, int64_t max_messages) { return max_messages; }
 
@@ -94,7 +86,7 @@ StepTraffic exchange_traffic(const StepView& step) {
   const DType dtype = step.dtype;
   const Layout &from = step.from, &to = step.to;
   StepTraffic out;
-  std::vector<int64_t> ranks = exchange_ranks(from, to);
+  std::vector<int64_t> ranks = union_ranks(from.placement, to.placement);
   auto index = [&](int64_t r) { return std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin(); };
   std::vector<RankTraffic>& t = out.ranks;
   t.resize(ranks.size());
@@ -126,7 +118,7 @@ StoragePtr run_exchange(const StepView& step, const StoragePtr& in) {
   const Layout &from = step.from, &to = step.to;
   // Plans move data between memory spaces in steps of their own, so both sides share one.
   const DeviceType device = to.placement.device_type();
-  std::vector<int64_t> ranks = exchange_ranks(from, to);
+  std::vector<int64_t> ranks = union_ranks(from.placement, to.placement);
   auto peer = [&](int64_t r) { return std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin(); };
   std::vector<Transfer> transfers = exchange_transfers(from, step.from_boxes, to, step.to_boxes);
 
@@ -185,6 +177,6 @@ StoragePtr run_exchange(const StepView& step, const StoragePtr& in) {
 }  // namespace
 
 extern constinit const Primitive exchange_primitive = whole_layout_primitive(
-    StepKind::kExchange, Primitive::Reach::kLayouts, /*communicates=*/true, leaves, rounds, exchange_traffic, run_exchange);
+    StepKind::kExchange, Primitive::Reach::kLayouts, /*communicates=*/true, can_start_from, rounds, exchange_traffic, run_exchange);
 
 }  // namespace spsd::detail

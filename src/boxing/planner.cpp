@@ -6,6 +6,7 @@
 #include "spsd/boxing/planner.hpp"
 
 #include <algorithm>
+#include <array>
 #include <limits>
 #include <mutex>
 #include <optional>
@@ -54,12 +55,14 @@ bool axis_may_change(const NdSbp& nd, int64_t a, const Sbp& to) {
   return !from.is_partial() || later_partials_use(nd, a, from.reduce_op());
 }
 
-// The records the search proposes edges from.
-std::vector<const detail::Primitive*> records_of(detail::Primitive::Reach reach) {
-  std::vector<const detail::Primitive*> out;
-  for (const detail::Primitive* p : detail::primitives())
-    if (p->reach == reach) out.push_back(p);
-  return out;
+// The records of one reach, in list order (made once: the records are constants).
+const std::vector<const detail::Primitive*>& records_of(detail::Primitive::Reach reach) {
+  static const auto by_reach = [] {
+    std::array<std::vector<const detail::Primitive*>, 3> lists;
+    for (const detail::Primitive* p : detail::primitives()) lists[static_cast<size_t>(p->reach)].push_back(p);
+    return lists;
+  }();
+  return by_reach[static_cast<size_t>(reach)];
 }
 
 // The search's nodes are numbered: which placement (bit 0: the target's), then one digit per
@@ -84,12 +87,12 @@ class Search {
     // source placement then sends each element once instead of once per destination).
     target_ = id_of(to.nd_sbp, true);
     const int64_t sb = id_of(without_partial(to.nd_sbp), true);
-    exchange_targets_ = {target_};
-    if (sb != target_) exchange_targets_.push_back(sb);
+    layout_targets_ = {target_};
+    if (sb != target_) layout_targets_.push_back(sb);
     if (!same_placement_)
       for (size_t a = 0; a < to.nd_sbp.size(); ++a)
         for (const Sbp& s : options_)
-          if (!s.is_partial() && with_digit(sb, a, s) != sb) exchange_targets_.push_back(with_digit(sb, a, s));
+          if (!s.is_partial() && with_digit(sb, a, s) != sb) layout_targets_.push_back(with_digit(sb, a, s));
   }
 
   std::vector<Step> run() {
@@ -158,8 +161,8 @@ class Search {
           if (p->changes_axis(nd, a, s)) relax({p, static_cast<int64_t>(a), id}, with_digit(id, a, s), at.cost);
       }
     for (const detail::Primitive* p : layout_records_)
-      if (p->leaves(nd))
-        for (int64_t target : exchange_targets_)
+      if (p->can_start_from(nd))
+        for (int64_t target : layout_targets_)
           if (target != id) relax({p, -1, id}, target, at.cost);
   }
 
@@ -247,9 +250,9 @@ class Search {
   const bool same_placement_;
   std::vector<int64_t> digit_weight_;  // 2 * options^a: node id = placement bit + sum of digit_a * weight_a
   int64_t target_ = 0;
-  std::vector<int64_t> exchange_targets_;  // where layouts primitives go
-  const std::vector<const detail::Primitive*> axis_records_ = records_of(detail::Primitive::Reach::kMeshAxis);
-  const std::vector<const detail::Primitive*> layout_records_ = records_of(detail::Primitive::Reach::kLayouts);
+  std::vector<int64_t> layout_targets_;  // where the layouts primitives (the exchange) go
+  const std::vector<const detail::Primitive*>& axis_records_ = records_of(detail::Primitive::Reach::kMeshAxis);
+  const std::vector<const detail::Primitive*>& layout_records_ = records_of(detail::Primitive::Reach::kLayouts);
   std::unordered_map<int64_t, Node> nodes_;
   std::vector<int64_t> received_;  // keeps_lower_bound's scratch
   bool minimal_ = !from_.nd_sbp.has_partial() && !to_.nd_sbp.has_partial();
@@ -259,7 +262,9 @@ class Search {
 
 // A layout moved to another memory space: each rank copies its own piece (device_copy.cpp).
 Step memory_move(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
-  const detail::Primitive& move = *records_of(detail::Primitive::Reach::kMemorySpace).front();
+  const std::vector<const detail::Primitive*>& movers = records_of(detail::Primitive::Reach::kMemorySpace);
+  SPSD_CHECK(movers.size() == 1, "boxing", "expected one memory-space primitive, the list has ", movers.size());
+  const detail::Primitive& move = *movers.front();
   const std::vector<Box> boxes = boxes_of(shape, from);
   detail::Prediction p = detail::predict(move, {shape, dtype, from, to, -1, boxes, boxes});
   return Step{move.kind, from, to, -1, std::move(p.traffic), p.cost_us};
@@ -280,6 +285,17 @@ Plan compute_plan(const Shape& shape, DType dtype, const Layout& from, const Lay
   }
   for (const Step& s : plan.steps) plan.cost_us += s.cost_us;
   return plan;
+}
+
+// What a to_global running the plan notes for the cross-rank check (Plan::identity).
+std::shared_ptr<const detail::OpIdentity> noted_identity(const Shape& shape, DType dtype, const Layout& from,
+                                                         const Layout& to) {
+  const bool moves_memory = from.placement.device_type() != to.placement.device_type();
+  const Layout host_from = on_device(from, DeviceType::kCPU), host_to = on_device(to, DeviceType::kCPU);
+  if (moves_memory && host_from == host_to) return nullptr;
+  return std::make_shared<const detail::OpIdentity>("to_global(" + shape.to_string() + " " + std::string(to_string(dtype)) +
+                                                    " from " + (moves_memory ? host_from : from).to_string() + " to " +
+                                                    (moves_memory ? host_to : to).to_string() + ")");
 }
 
 }  // namespace
@@ -307,9 +323,7 @@ std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const P
   // deterministic, so a plan computed again is the same on every rank).
   if (cache.size() >= kMaxCachedPlans) cache.clear();
   Plan plan = compute_plan(shape, dtype, {from, from_sbp}, {to, to_sbp});
-  plan.identity = std::make_shared<const detail::OpIdentity>("to_global(" + shape.to_string() + " " +
-                                                             std::string(to_string(dtype)) + " from " +
-                                                             plan.from.to_string() + " to " + plan.to.to_string() + ")");
+  plan.identity = noted_identity(shape, dtype, plan.from, plan.to);
   return cache.emplace(std::move(key), std::make_shared<const Plan>(std::move(plan))).first->second;
 }
 

@@ -50,7 +50,7 @@ struct Primitive {
   // checked that the axis may change alone (the nesting rules in planner.cpp).
   bool (*changes_axis)(const NdSbp& nd, int64_t axis, const Sbp& to);
   // kLayouts: whether it can start from a layout with this NdSbp.
-  bool (*leaves)(const NdSbp& nd);
+  bool (*can_start_from)(const NdSbp& nd);
   int64_t (*rounds)(int64_t members, int64_t max_messages);  // latency rounds of its algorithm
   StepTraffic (*traffic)(const StepView& step);
   // Runs the step on this rank, which is in the step's source or target placement: in is its
@@ -60,13 +60,13 @@ struct Primitive {
 
 // The record of a primitive that is not along one mesh axis (reach kLayouts or kMemorySpace).
 constexpr Primitive whole_layout_primitive(StepKind kind, Primitive::Reach reach, bool communicates,
-                                           bool (*leaves)(const NdSbp&), int64_t (*rounds)(int64_t, int64_t),
+                                           bool (*can_start_from)(const NdSbp&), int64_t (*rounds)(int64_t, int64_t),
                                            StepTraffic (*traffic)(const StepView&),
                                            StoragePtr (*run)(const StepView&, const StoragePtr&)) {
-  return {kind, reach, communicates, nullptr, leaves, rounds, traffic, run};
+  return {kind, reach, communicates, nullptr, can_start_from, rounds, traffic, run};
 }
 
-// The record of kind (src/boxing/primitives.cpp), and all of them in SPSD_BOXING_PRIMITIVES order.
+// The record of kind (src/boxing/primitive_table.cpp), and all of them in SPSD_BOXING_PRIMITIVES order.
 const Primitive& primitive(StepKind kind);
 std::span<const Primitive* const> primitives();
 

@@ -1,11 +1,9 @@
 // GlobalTensor::to_global: plans the conversion, notes it for the cross-rank check, runs the plan.
-#include <algorithm>
+#include "spsd/boxing/to_layout.hpp"
 
 #include "spsd/boxing/planner.hpp"
 #include "spsd/runtime/consistency.hpp"
-#include "spsd/runtime/device.hpp"
 #include "spsd/runtime/log.hpp"
-#include "spsd/boxing/to_layout.hpp"
 
 namespace spsd::detail {
 
@@ -22,11 +20,8 @@ GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdS
   }
   std::shared_ptr<const Plan> plan = plan_boxing(in.shape, in.dtype, in.placement, in.nd_sbp, placement, nd_sbp);
   // Every rank of both placements takes part, so they all compare what they are converting.
-  std::vector<int64_t> ranks = in.placement.ranks();
-  ranks.insert(ranks.end(), placement.ranks().begin(), placement.ranks().end());
-  std::sort(ranks.begin(), ranks.end());
-  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
-  note_op(ranks, plan->identity);
+  const std::vector<int64_t> ranks = union_ranks(in.placement, placement);
+  if (plan->identity) note_op(ranks, plan->identity);
   if (plan->communicates()) check_ops(ranks);
   if ((log_enabled("dispatch") || log_enabled("boxing")) && me == ranks.front())
     log_line("boxing", "to_global: " + plan->to_string());

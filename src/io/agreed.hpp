@@ -1,6 +1,7 @@
 #pragma once
-// Failing together: every step of save and load that can fail on one rank only (file I/O, a
-// corrupt file) runs inside agreed(), so every rank leaves with the same spsd::Error.
+// Save and load together on every rank: their calls are compared across ranks first
+// (check_same_call), and every step that can fail on one rank only (file I/O, a corrupt file)
+// runs inside agreed(), so every rank leaves with the same spsd::Error.
 #include <exception>
 #include <memory>
 #include <string>

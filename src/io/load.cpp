@@ -1,7 +1,5 @@
 // load_checkpoint and checkpoint_contents: each rank reads the chunks that hold its box in the
 // target layout, in any placement, layout or world size (the format: docs/checkpoints.md).
-#include <algorithm>
-
 #include "agreed.hpp"
 #include "read_box.hpp"
 #include "spsd/boxing/to_layout.hpp"
@@ -12,28 +10,24 @@ namespace detail {
 
 namespace {
 
-// This rank's box of `stored` in (placement, nd_sbp) read from the files, as a tensor in that
-// layout, partial axes included; nothing is read on ranks outside the placement.
-struct LoadedBox {
-  std::shared_ptr<Storage> host;  // null outside the placement
-};
-
-LoadedBox read_local(std::string_view op, const std::string& name, const StoredTensor& stored, const Manifest& m,
+// This rank's box of `stored` in (placement, nd_sbp) with B for P, read from the files into host
+// memory; null on ranks outside the placement, which read nothing.
+std::shared_ptr<Storage> read_local(std::string_view op, const std::string& name, const StoredTensor& stored, const Manifest& m,
                      Readers& files, const Placement& placement, const NdSbp& nd_sbp) {
-  if (!placement.contains(rank())) return {};
+  if (!placement.contains(rank())) return nullptr;
   const Box target = box_of(stored.shape, placement, without_partial(nd_sbp), rank());
   auto host = Storage::allocate_uninitialized(target.numel() * size_of(stored.dtype), DeviceType::kCPU);
   read_box(op, name, stored, m, files, target, static_cast<char*>(host->data()));
-  return {std::move(host)};
+  return host;
 }
 
 // The loaded boxes as a global tensor in (placement, nd_sbp). They were read on the host in that
 // layout with B for P; the plan boxes them into the partial axes and moves them to the
 // placement's memory space (local steps only). Collective.
-GlobalData to_target(const StoredTensor& stored, const LoadedBox& loaded, const Placement& placement,
+GlobalData to_target(const StoredTensor& stored, const std::shared_ptr<Storage>& loaded, const Placement& placement,
                      const NdSbp& nd_sbp) {
   const GlobalData read{stored.shape, stored.dtype, on_device(placement, DeviceType::kCPU), without_partial(nd_sbp),
-                        loaded.host};
+                        loaded};
   return to_layout(read, placement, nd_sbp);
 }
 
@@ -45,7 +39,7 @@ GlobalData load_tensor(const std::string& dir, const std::string& name, DType dt
   check_same_call(concat(op, "(", dir, ", ", name, ", ", to_string(dtype), " ", nd_sbp, " on ", placement, ")"));
   Manifest m;
   const StoredTensor* stored = nullptr;
-  LoadedBox loaded;
+  std::shared_ptr<Storage> loaded;
   agreed(op, [&] {
     m = read_manifest(op, dir);
     m.check_holds(op, {name});
@@ -61,17 +55,15 @@ GlobalData load_tensor(const std::string& dir, const std::string& name, DType dt
 
 }  // namespace detail
 
-using detail::concat;
-using detail::GlobalData;
+using namespace detail;  // the format, manifest, reading and failing together: src/io/*.hpp
 
 void load_checkpoint(const std::string& dir, StateDict& into) {
-  using namespace detail;  // the loading steps above and the format's parts (manifest.hpp, read_box.hpp)
   constexpr std::string_view op = "load_checkpoint";
   std::string call = concat(op, "(", dir);
-  for (const auto& [name, d] : into.entries()) call += concat(", ", name, " ", detail::describe(d));
+  for (const auto& [name, d] : into.entries()) call += concat(", ", name, " ", describe(d));
   check_same_call(call + ")");
   Manifest m;
-  std::vector<LoadedBox> loaded;
+  std::vector<std::shared_ptr<Storage>> loaded;
   agreed(op, [&] {
     m = read_manifest(op, dir);
     m.check_holds(op, into.names());
@@ -90,18 +82,17 @@ void load_checkpoint(const std::string& dir, StateDict& into) {
     const GlobalData value = to_target(m.tensors.at(name), loaded[i++], d.placement, d.nd_sbp);
     if (!d.local || !value.local) continue;  // a rank outside the placement
     const int64_t bytes = box_of(d.shape, d.placement, d.nd_sbp, rank()).numel() * size_of(d.dtype);
-    copy_bytes(d.local->data(), d.placement.device_type(), std::as_const(*value.local).data(),
-                       d.placement.device_type(), bytes);
+    copy_bytes(d.local->data(), d.placement.device_type(), std::as_const(*value.local).data(), d.placement.device_type(),
+               bytes);
   }
 }
 
 std::vector<CheckpointEntry> checkpoint_contents(const std::string& dir) {
-  using detail::agreed;
   constexpr std::string_view op = "checkpoint_contents";
-  detail::check_same_call(concat(op, "(", dir, ")"));
+  check_same_call(concat(op, "(", dir, ")"));
   std::vector<CheckpointEntry> entries;
   agreed(op, [&] {
-    for (const auto& [name, t] : detail::read_manifest(op, dir).tensors)
+    for (const auto& [name, t] : read_manifest(op, dir).tensors)
       entries.push_back({name, t.shape, t.dtype, static_cast<int64_t>(t.boxes.size())});
   });
   return entries;

@@ -14,16 +14,14 @@
 namespace spsd {
 
 namespace fs = std::filesystem;
-using detail::concat;
-using detail::GlobalData;
+using namespace detail;  // the format, files, manifest and failing together: src/io/*.hpp
 
 static_assert(std::endian::native == std::endian::little, "checkpoint data files are little-endian");
 
 void save_checkpoint(const StateDict& state, const std::string& dir) {
-  using namespace detail;  // the format's parts (format.hpp, file.hpp, manifest.hpp, agreed.hpp)
   constexpr std::string_view op = "save_checkpoint";
   std::string call = concat(op, "(", dir);
-  for (const auto& [name, d] : state.entries()) call += concat(", ", name, " ", detail::describe(d));
+  for (const auto& [name, d] : state.entries()) call += concat(", ", name, " ", describe(d));
   check_same_call(call + ")");
   SPSD_CHECK(!dir.empty(), op, "dir must not be empty");
   SPSD_CHECK(state.size() > 0, op, "the state to save into ", dir, " holds no tensors");
@@ -31,7 +29,7 @@ void save_checkpoint(const StateDict& state, const std::string& dir) {
   // Stored boxes are never partial: a P axis is reduced to B first (collective, in name order).
   std::vector<std::pair<std::string, GlobalData>> plain;
   for (const auto& [name, d] : state.entries())
-    plain.emplace_back(name, d.nd_sbp.has_partial() ? detail::to_layout(d, d.placement, without_partial(d.nd_sbp)) : d);
+    plain.emplace_back(name, d.nd_sbp.has_partial() ? to_layout(d, d.placement, without_partial(d.nd_sbp)) : d);
 
   // A fresh name for this save's data files, so an older checkpoint's stay until the new
   // manifest replaces the old one.
@@ -68,7 +66,7 @@ void save_checkpoint(const StateDict& state, const std::string& dir) {
         data = static_cast<const char*>(std::as_const(*d.local).data());
       } else {
         staged.resize(static_cast<size_t>(bytes));
-        detail::copy_bytes(staged.data(), DeviceType::kCPU, std::as_const(*d.local).data(), d.placement.device_type(), bytes);
+        copy_bytes(staged.data(), DeviceType::kCPU, std::as_const(*d.local).data(), d.placement.device_type(), bytes);
         data = staged.data();
       }
       if (!out) out.emplace(op, tmp, O_WRONLY | O_CREAT | O_TRUNC);
@@ -86,11 +84,11 @@ void save_checkpoint(const StateDict& state, const std::string& dir) {
     for (const auto& [name, s] : mine) records += box_line(name, s);
   });
   agreed(op, [&] {
-    if (detail::checkpoint_fault_hook) detail::checkpoint_fault_hook("data written");
+    if (checkpoint_fault_hook) checkpoint_fault_hook("data written");
   });
 
   // Rank 0 writes the manifest last: the checkpoint exists once its rename is done.
-  const std::vector<std::string> all = detail::all_gather_text(world_communicator(), records);
+  const std::vector<std::string> all = all_gather_text(world_communicator(), records);
   agreed(op, [&] {
     if (rank() != 0) return;
     sync_dir(op, dir);  // the data files' renames first
@@ -111,7 +109,7 @@ void save_checkpoint(const StateDict& state, const std::string& dir) {
       f.write(op, text.data(), static_cast<int64_t>(text.size()));
       f.sync(op);
     }
-    if (detail::checkpoint_fault_hook) detail::checkpoint_fault_hook("manifest written");
+    if (checkpoint_fault_hook) checkpoint_fault_hook("manifest written");
     SPSD_CHECK(::rename(tmp.c_str(), path.c_str()) == 0, op, "cannot rename ", tmp, " to ", path, ": ", errno_text());
     sync_dir(op, dir);
     // What older or interrupted saves left: data files the new manifest does not name, temporaries.

@@ -40,11 +40,11 @@ struct Context {
   std::unique_ptr<CommStream> comm_stream;
 };
 
-// The environment's defaults for the two settings above (src/scheduler.cpp).
+// The environment's defaults for the two settings above (src/runtime/scheduler.cpp).
 bool synchronous_from_env();
 int64_t inline_bytes_from_env();
 
-// Binds this rank's device (cuda/device_runtime.cu; src/device_none.cpp in builds without
+// Binds this rank's device (cuda/runtime/device_runtime.cu; src/runtime/device_none.cpp in builds without
 // CUDA, where it throws saying so). op names the caller in the error.
 std::unique_ptr<DeviceRuntime> make_device_runtime(Context& ctx, std::string_view op);
 

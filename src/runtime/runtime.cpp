@@ -57,7 +57,7 @@ Context* current_context() { return tls_context; }
 void set_current_context(Context* ctx) {
   tls_context = ctx;
   // Collectives called on a rank's thread come after what it queued (the comm layer's one hook).
-  Communicator::set_thread_hook(ctx ? &before_host_communication : nullptr);
+  set_collective_hook(ctx ? &before_host_communication : nullptr);
 }
 
 Context& context(std::string_view op) {

@@ -63,7 +63,7 @@ TEST_CASE("layout: piece_numel is box_at's numel, nested and uneven splits inclu
 }
 
 TEST_CASE("boxing primitives: every step kind has its record, in the list's order", "[boxing]") {
-  // latency_rounds asks the record of each kind (src/boxing/primitives.cpp): 4 members, 3 messages.
+  // latency_rounds asks the record of each kind (src/boxing/primitive_table.cpp): 4 members, 3 messages.
   CHECK(latency_rounds(StepKind::kAllReduce, 4, 3) == 4);
   CHECK(latency_rounds(StepKind::kReduceScatter, 4, 3) == 2);
   CHECK(latency_rounds(StepKind::kAllGather, 4, 3) == 2);

@@ -29,11 +29,13 @@ inline const CostModel& cost_model(DeviceType device) {
 // primitive's record says (src/boxing/).
 int64_t latency_rounds(StepKind kind, int64_t n, int64_t max_messages);
 
+inline double step_cost_us(const CostModel& m, int64_t rounds, int64_t max_wire_bytes, int64_t max_local_bytes) {
+  return m.step_us + m.alpha_us * static_cast<double>(rounds) + m.beta_us_per_byte * static_cast<double>(max_wire_bytes) +
+         m.gamma_us_per_byte * static_cast<double>(max_local_bytes);
+}
 inline double step_cost_us(const CostModel& m, StepKind kind, int64_t n, int64_t max_messages, int64_t max_wire_bytes,
                            int64_t max_local_bytes) {
-  return m.step_us + m.alpha_us * static_cast<double>(latency_rounds(kind, n, max_messages)) +
-         m.beta_us_per_byte * static_cast<double>(max_wire_bytes) +
-         m.gamma_us_per_byte * static_cast<double>(max_local_bytes);
+  return step_cost_us(m, latency_rounds(kind, n, max_messages), max_wire_bytes, max_local_bytes);
 }
 
 }  // namespace spsd

@@ -16,7 +16,7 @@ namespace spsd {
 // The boxing primitives, one line each: the StepKind enumerator and the name plans print. Each
 // is one record in one file of src/boxing/ (its transition, traffic, latency rounds and run;
 // src/boxing/primitive.hpp), which the planner and the executor iterate: adding a primitive is
-// this line and that file.
+// this line, that file and its line in meson.build.
 #define SPSD_BOXING_PRIMITIVES(X)     \
   X(kAllReduce, all_reduce)           \
   X(kReduceScatter, reduce_scatter)   \
@@ -55,7 +55,9 @@ struct Plan {
   std::vector<Step> steps;
   double cost_us = 0;
   // "to_global(shape dtype from ... to ...)": what every to_global running this plan notes for
-  // the cross-rank check (runtime/consistency.hpp); built once with the plan.
+  // the cross-rank check (runtime/consistency.hpp); built once with the plan. Between memory
+  // spaces it names the boxing among host buffers, and it is null when there is none (each rank
+  // moves its own piece: nothing to compare).
   std::shared_ptr<const detail::OpIdentity> identity;
   int64_t bytes_sent(int64_t rank) const;      // predicted, summed over steps
   int64_t bytes_received(int64_t rank) const;

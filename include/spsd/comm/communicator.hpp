@@ -28,14 +28,15 @@ struct RecvSpec {
 // Every member calls each operation in the same order with matching arguments (counts are in
 // elements; "v" variants take one count per member, packed in member order). Passing
 // send == recv to all_reduce / reduce_scatter works in place.
+namespace detail {
+// Sets the hook every collective called on this thread runs first (null: none). The runtime
+// installs one on each thread that runs a rank, so that a collective waits for the
+// communication the thread queued earlier and every rank issues them in program order.
+void set_collective_hook(void (*hook)());
+}  // namespace detail
+
 class Communicator {
  public:
-  // The hook every collective called on this thread runs first: the runtime installs one on
-  // each rank's thread when it makes the rank current there (detail::set_current_context), so a
-  // collective waits for the communication that thread queued earlier and every rank issues
-  // them in program order (runtime/scheduler.hpp). Null on other threads.
-  static void set_thread_hook(void (*hook)()) { thread_hook_ = hook; }
-
   Communicator(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats);
   virtual ~Communicator() = default;
   Communicator(const Communicator&) = delete;
@@ -74,6 +75,7 @@ class Communicator {
   virtual void do_barrier() = 0;
 
  private:
+  friend void detail::set_collective_hook(void (*hook)());
   static void before_call() {
     if (thread_hook_) thread_hook_();
   }
@@ -92,6 +94,8 @@ class Communicator {
 std::vector<int64_t> displacements(std::span<const int64_t> counts);
 
 namespace detail {
+inline void set_collective_hook(void (*hook)()) { Communicator::thread_hook_ = hook; }
+
 // Every member passes its own text and gets all of them, in member order (texts of any length,
 // packed into int64 words: the communicator moves dtypes). Collective over comm.
 std::vector<std::string> all_gather_text(Communicator& comm, const std::string& mine);

@@ -1,7 +1,7 @@
 #pragma once
 // Layout: a placement and an NdSbp, the value boxing converts between and operators ask their
-// inputs in; with the free functions over it that the planner, dispatch, checkpoints and
-// autograd share (validity, without_partial, on_device). Boxes of a layout: layout/split.hpp.
+// inputs in, with the free functions over it (validity, without_partial, on_device) that every
+// layer above uses instead of its own copy. Boxes of a layout: layout/split.hpp.
 #include <ostream>
 #include <string>
 #include <utility>
@@ -23,30 +23,41 @@ struct Layout {
   friend std::ostream& operator<<(std::ostream& os, const Layout& l) { return os << l.to_string(); }
 };
 
-// Why nd_sbp cannot lay out a tensor of this shape on this mesh, or "" when it can: it needs one
-// Sbp per mesh axis, and every split axis must be an axis of the tensor.
+namespace detail {
+// The one validity rule: nd_sbp needs one Sbp per mesh axis, and every split axis must be an axis
+// of the tensor. Returns kFits, kWrongAxisCount, or the index of the first Sbp splitting an axis
+// the tensor does not have (no allocation: the resolver asks it of every candidate).
+inline constexpr int64_t kFits = -1, kWrongAxisCount = -2;
+inline int64_t misfit(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp) {
+  if (static_cast<int64_t>(nd_sbp.size()) != mesh.ndim()) return kWrongAxisCount;
+  for (size_t a = 0; a < nd_sbp.size(); ++a) {
+    const Sbp& s = nd_sbp.axes()[a];
+    if (s.is_split() && (s.axis() < 0 || s.axis() >= shape.ndim())) return static_cast<int64_t>(a);
+  }
+  return kFits;
+}
+}  // namespace detail
+
+inline bool fits(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp) {
+  return detail::misfit(shape, mesh, nd_sbp) == detail::kFits;
+}
+// Why nd_sbp cannot lay out a tensor of this shape on this mesh, or "" when it can.
 inline std::string layout_problem(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp) {
-  if (static_cast<int64_t>(nd_sbp.size()) != mesh.ndim())
+  const int64_t bad = detail::misfit(shape, mesh, nd_sbp);
+  if (bad == detail::kFits) return {};
+  if (bad == detail::kWrongAxisCount)
     return detail::concat("nd_sbp ", nd_sbp, " has ", nd_sbp.size(), " entries but the mesh ", mesh, " has ",
                           mesh.ndim(), " axes");
-  for (const Sbp& s : nd_sbp)
-    if (s.is_split() && (s.axis() < 0 || s.axis() >= shape.ndim()))
-      return detail::concat("nd_sbp ", nd_sbp, " splits axis ", s.axis(), " but the tensor of shape ", shape, " has ",
-                            shape.ndim(), " axes");
-  return {};
-}
-inline bool fits(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp) {
-  return layout_problem(shape, mesh, nd_sbp).empty();
+  return detail::concat("nd_sbp ", nd_sbp, " splits axis ", nd_sbp.axes()[bad].axis(), " but the tensor of shape ",
+                        shape, " has ", shape.ndim(), " axes");
 }
 // Throws spsd::Error naming op and the problem unless nd_sbp fits shape on mesh.
 inline void check_layout(std::string_view op, const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp) {
-  std::string problem = layout_problem(shape, mesh, nd_sbp);
-  if (!problem.empty()) [[unlikely]]
-    detail::throw_error(op, problem);
+  if (!fits(shape, mesh, nd_sbp)) [[unlikely]]
+    detail::throw_error(op, layout_problem(shape, mesh, nd_sbp));
 }
 
-// Every P replaced by B: the same values, reduced (what a checkpoint stores, the form the
-// planner's exchange reaches before a partial target, the layout a to_global gradient returns in).
+// Every P replaced by B: the same values, reduced.
 inline NdSbp without_partial(const NdSbp& nd_sbp) {
   std::vector<Sbp> axes = nd_sbp.axes();
   for (Sbp& s : axes)

@@ -152,4 +152,13 @@ inline std::vector<int64_t> mesh_group(const Placement& p, int64_t rank, const s
   return group;
 }
 
+// The ranks of a and b, sorted, each once: who takes part in a conversion between them.
+inline std::vector<int64_t> union_ranks(const Placement& a, const Placement& b) {
+  std::vector<int64_t> ranks = a.ranks();
+  ranks.insert(ranks.end(), b.ranks().begin(), b.ranks().end());
+  std::sort(ranks.begin(), ranks.end());
+  ranks.erase(std::unique(ranks.begin(), ranks.end()), ranks.end());
+  return ranks;
+}
+
 }  // namespace spsd

@@ -4,9 +4,8 @@
 #include <ostream>
 #include <string>
 
-#include "spsd/core/dtype.hpp"
-#include "spsd/core/reduce_op.hpp"
 #include "spsd/core/error.hpp"
+#include "spsd/core/reduce_op.hpp"
 
 namespace spsd {
 

@@ -17,7 +17,7 @@ struct StreamProgress {
   std::atomic<int64_t> wait_ns{0};  // time threads spent blocked in wait_for (statistics)
   std::mutex mutex;
   std::condition_variable advanced;
-  // Blocks until instruction seq is complete (src/stream.cpp).
+  // Blocks until instruction seq is complete (src/runtime/stream.cpp).
   void wait_for(uint64_t seq);
 };
 

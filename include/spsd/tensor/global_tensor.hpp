@@ -42,7 +42,8 @@ inline void check_piece(std::string_view op, std::string_view what, const Global
 }
 
 // The op that produced a tensor, with what its backward needs (autograd/node.hpp). Opaque here:
-// tensor/ sits above autograd/, so a tensor only holds a pointer to it.
+// tensor/ sits below autograd/, so a tensor only holds a pointer to it (one of the names of a
+// higher layer that tensor/hooks.hpp lists).
 struct GradNode;
 
 // A tensor's autograd state, shared by its copies (as a Python reference would be).

@@ -4,7 +4,8 @@
 // layers sit above tensor/ and op/, so the calls go through this table, which src/hooks.cpp, the
 // one file above every layer, fills with constants (nothing runs before main, nothing is
 // installed later). The include graph stays downward (tools/check-layers); these forward
-// declarations are the only place where a lower layer names what a higher one defines. The
+// declarations and GradNode's (tensor/global_tensor.hpp: a tensor points to the node that made
+// it) are the only places where a lower layer names what a higher one defines. The
 // communicator's one hook is per thread, installed by the runtime (comm/communicator.hpp).
 #include <cstdint>
 #include <memory>

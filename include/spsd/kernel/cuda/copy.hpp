@@ -1,7 +1,7 @@
 #pragma once
 // Dtype-erased device copies for the boxing layer and the ops that move bytes: the device
 // counterparts of kernel/box_copy.hpp (copy_box, fill_identity), the zero-divisor scan
-// of integer div, and a plain byte copy (reshape). Defined in cuda/kernels/copy.cu.
+// of integer div, and a plain byte copy (reshape). Defined in cuda/kernel/copy.cu.
 #include <cstdint>
 
 #include "spsd/core/dtype.hpp"

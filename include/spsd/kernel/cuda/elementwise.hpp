@@ -3,7 +3,7 @@
 // enums, broadcasting and integer wrapping), plus fill and scale. Host-callable plain C++:
 // `stream` is a cudaStream_t; every call only enqueues work on it (asynchronous), and every
 // pointer is device memory. Defined for float, double, int32_t and int64_t in
-// cuda/kernels/elementwise.cu. CUDA or launch failures throw spsd::Error naming the kernel.
+// cuda/kernel/elementwise.cu. CUDA or launch failures throw spsd::Error naming the kernel.
 #include <cstdint>
 
 #include "spsd/core/dtype.hpp"

@@ -3,7 +3,7 @@
 // broadcast, as kernel/cpu/gemm.hpp. float/double go to cuBLAS (strided-batched gemm, one
 // handle per thread and device, created on first use: simulated ranks are threads); integers
 // use a tiled kernel that wraps like integer add. Defined for float, double, int32_t and
-// int64_t in cuda/kernels/gemm.cu.
+// int64_t in cuda/kernel/gemm.cu.
 #include <cstdint>
 
 #include "spsd/core/dtype.hpp"

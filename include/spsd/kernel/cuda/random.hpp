@@ -3,7 +3,7 @@
 // philox::uniform<T>(seed, g) / philox::normal<T>(seed, g) (tensor/random.hpp, the same code
 // compiled for the device), so a rank's box matches the host factories bit for bit (uniform:
 // exactly; normal: up to the device's log/cos/sqrt, see test/gpu/test_cuda_kernels.cpp).
-// Defined for float and double in cuda/kernels/random.cu.
+// Defined for float and double in cuda/kernel/random.cu.
 #include <concepts>
 #include <cstdint>
 

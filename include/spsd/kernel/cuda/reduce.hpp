@@ -1,7 +1,7 @@
 #pragma once
 // Reductions over a set of axes (sum, max, min) on the device: kernel/cpu/reduce.hpp's
 // semantics (output layout, identities, wrapping integer sums) with a trailing cudaStream_t.
-// Defined for float, double, int32_t and int64_t in cuda/kernels/reduce.cu.
+// Defined for float, double, int32_t and int64_t in cuda/kernel/reduce.cu.
 #include <cstdint>
 #include <span>
 

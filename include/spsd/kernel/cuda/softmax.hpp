@@ -1,7 +1,7 @@
 #pragma once
 // softmax and log_softmax along any axis on the device, numerically stable as
 // kernel/cpu/softmax.hpp (exp(x - max), log_softmax = (x - max) - log(sum exp(x - max))).
-// Defined for float and double in cuda/kernels/softmax.cu.
+// Defined for float and double in cuda/kernel/softmax.cu.
 #include <concepts>
 #include <cstdint>
 

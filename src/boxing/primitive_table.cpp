@@ -11,14 +11,14 @@ namespace spsd {
 
 namespace detail {
 
-// Each defined in its own file (src/boxing/<name>.cpp or local_step.cpp).
-#define SPSD_DECLARE_PRIMITIVE(kind, name) extern const Primitive name##_primitive;
+// Each defined in its own file, src/boxing/<name>.cpp.
+#define SPSD_DECLARE_PRIMITIVE(kind, name) extern constinit const Primitive name##_primitive;
 SPSD_BOXING_PRIMITIVES(SPSD_DECLARE_PRIMITIVE)
 #undef SPSD_DECLARE_PRIMITIVE
 
 namespace {
 #define SPSD_PRIMITIVE_ADDRESS(kind, name) &name##_primitive,
-const std::array kPrimitives = {SPSD_BOXING_PRIMITIVES(SPSD_PRIMITIVE_ADDRESS)};
+constinit const std::array kPrimitives = {SPSD_BOXING_PRIMITIVES(SPSD_PRIMITIVE_ADDRESS)};
 #undef SPSD_PRIMITIVE_ADDRESS
 }  // namespace
 
@@ -38,7 +38,7 @@ Prediction predict(const Primitive& p, const StepView& step) {
   // A move between memory spaces is priced by the device's model, as any step on the device.
   const DeviceType device = step.from.placement.device_type() != DeviceType::kCPU ? step.from.placement.device_type()
                                                                                    : step.to.placement.device_type();
-  const double cost = step_cost_us(cost_model(device), p.kind, t.members, t.max_messages, max_bytes, t.max_local);
+  const double cost = step_cost_us(cost_model(device), p.rounds(t.members, t.max_messages), max_bytes, t.max_local);
   return {std::move(t.ranks), cost};
 }
 
