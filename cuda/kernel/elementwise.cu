@@ -4,8 +4,10 @@
 #include "common.cuh"  // first: its pragma covers the cpu headers below
 
 #include <cstdint>
+#include <string_view>
 
 #include "spsd/kernel/cpu/broadcasting.hpp"
+#include "spsd/kernel/derivative.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 
 namespace spsd::kernel::cuda {
@@ -214,32 +216,59 @@ void unary(UnaryOp op, const T* x, T* out, int64_t n, void* stream) {
   detail::with_unary_fn<T>(op, [&](auto f) { detail::launch_map(to_string(op).data(), f, x, out, n, stream); });
 }
 
-template <Element T>
-void binary(BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
-            const Shape& out_shape, void* stream) {
-  SPSD_CHECK(cpu::detail::broadcast_shape(to_string(op), a_shape, b_shape) == out_shape, to_string(op),
-             "output shape ", out_shape, " is not the broadcast of ", a_shape, " and ", b_shape);
+namespace detail {
+
+// out = f(a, b) with numpy broadcasting (shapes checked on the host): the packed flat kernel
+// when the operands are dense, aligned and of out's size, else binary_kernel.
+template <class T, class F>
+void launch_broadcast_map(std::string_view name, F f, const T* a, const Shape& a_shape, const T* b,
+                          const Shape& b_shape, T* out, const Shape& out_shape, void* stream) {
+  SPSD_CHECK(cpu::detail::broadcast_shape(name, a_shape, b_shape) == out_shape, name, "output shape ", out_shape,
+             " is not the broadcast of ", a_shape, " and ", b_shape);
   const int64_t n = out_shape.numel(), na = a_shape.numel(), nb = b_shape.numel();
   if (n == 0) return;
-  detail::Strided<2> idx;  // ndim 0: flat
+  Strided<2> idx;  // ndim 0: flat
   int64_t step_a = na == 1 ? 0 : 1, step_b = nb == 1 ? 0 : 1;
   if ((na != n && na != 1) || (nb != n && nb != 1)) {  // a real broadcast: collapsed strides
     const int64_t r = out_shape.ndim();
     auto c = cpu::detail::collapse<2>(out_shape.dims(), {cpu::detail::broadcast_strides(a_shape, r),
                                                          cpu::detail::broadcast_strides(b_shape, r)});
-    idx = detail::make_strided<2>(to_string(op).data(), c.dims, c.strides);
+    idx = make_strided<2>(name.data(), c.dims, c.strides);
   }
-  const bool packs = idx.ndim == 0 && step_a == 1 && step_b == 1 && detail::aligned_for_packs(a) &&
-                     detail::aligned_for_packs(b) && detail::aligned_for_packs(out);
+  const bool packs = idx.ndim == 0 && step_a == 1 && step_b == 1 && aligned_for_packs(a) && aligned_for_packs(b) &&
+                     aligned_for_packs(out);
+  if (packs)
+    binary_packs_kernel<<<blocks_for(n / Pack<T>::kSize + 1), kThreads, 0, as_stream(stream)>>>(f, a, b, out, n);
+  else
+    binary_kernel<<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(f, a, step_a, b, step_b, out, n, idx);
+  check_launch(name.data());
+}
+
+struct EqualAsOne {
+  template <class T>
+  __device__ T operator()(T x, T y) const { return x == y ? T(1) : T(0); }
+};
+
+}  // namespace detail
+
+template <Element T>
+void binary(BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
+            const Shape& out_shape, void* stream) {
   detail::with_binary_fn(op, [&](auto f) {
-    if (packs)
-      detail::binary_packs_kernel<<<detail::blocks_for(n / detail::Pack<T>::kSize + 1), detail::kThreads, 0,
-                                    detail::as_stream(stream)>>>(f, a, b, out, n);
-    else
-      detail::binary_kernel<<<detail::blocks_for(n), detail::kThreads, 0, detail::as_stream(stream)>>>(
-          f, a, step_a, b, step_b, out, n, idx);
-    detail::check_launch(to_string(op).data());
+    detail::launch_broadcast_map(to_string(op), f, a, a_shape, b, b_shape, out, out_shape, stream);
   });
+}
+
+template <Element T>
+void equal_mask(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out, const Shape& out_shape,
+                void* stream) {
+  detail::launch_broadcast_map("mask_eq", detail::EqualAsOne{}, a, a_shape, b, b_shape, out, out_shape, stream);
+}
+
+template <Element T>
+void unary_grad(UnaryOp op, const T* saved, const T* g, T* out, int64_t n, void* stream) {
+  const Shape flat{n};
+  with_derivative(op, [&](auto f) { detail::launch_broadcast_map("unary_grad", f, saved, flat, g, flat, out, flat, stream); });
 }
 
 template <Element T>
@@ -271,8 +300,12 @@ void scale(T* x, int64_t n, T factor, void* stream) {
   template void binary<T>(BinaryOp, const T*, const Shape&, const T*, const Shape&, T*, const Shape&, void*); \
   template void binary_scalar<T>(BinaryOp, const T*, T, T*, int64_t, bool, void*);                           \
   template void fill<T>(T*, int64_t, T, void*);                                                              \
-  template void scale<T>(T*, int64_t, T, void*);
+  template void scale<T>(T*, int64_t, T, void*);                                                             \
+  template void equal_mask<T>(const T*, const Shape&, const T*, const Shape&, T*, const Shape&, void*);
 SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
+#undef SPSD_INSTANTIATE
+#define SPSD_INSTANTIATE(T) template void unary_grad<T>(UnaryOp, const T*, const T*, T*, int64_t, void*);
+SPSD_CUDA_FOR_EACH_FLOATING(SPSD_INSTANTIATE)
 #undef SPSD_INSTANTIATE
 
 }  // namespace spsd::kernel::cuda

@@ -36,6 +36,36 @@ __global__ void mark_out_of_range_kernel(const int64_t* indices, int64_t bound, 
   }
 }
 
+// *p += v, atomically; integers wrap (added as unsigned).
+template <class T>
+__device__ void atomic_add(T* p, T v) {
+  if constexpr (std::is_same_v<T, int64_t>)
+    atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+  else if constexpr (std::is_same_v<T, int32_t>)
+    atomicAdd(reinterpret_cast<unsigned*>(p), static_cast<unsigned>(v));
+  else
+    atomicAdd(p, v);
+}
+
+// One thread per element of g: adds it into its row (atomically: indices may repeat).
+template <class T>
+__global__ void embedding_grad_kernel(const T* g, const int64_t* indices, int64_t row_begin, int64_t rows,
+                                      int64_t dim, int64_t total, T* out) {
+  for (int64_t e = thread_index(); e < total; e += thread_count()) {
+    const int64_t i = e / dim, j = e - i * dim, row = indices[i] - row_begin;
+    if (row >= 0 && row < rows) atomic_add(out + row * dim + j, g[e]);
+  }
+}
+
+// One thread per output element: each is written once, zeros included (no separate fill).
+template <class T>
+__global__ void pick_grad_kernel(const T* g, const int64_t* labels, int64_t c, int64_t total, T* out) {
+  for (int64_t e = thread_index(); e < total; e += thread_count()) {
+    const int64_t i = e / c;
+    out[e] = labels[i] == e - i * c ? g[i] : T{0};
+  }
+}
+
 }  // namespace detail
 
 template <Element T>
@@ -65,10 +95,34 @@ void mark_out_of_range(const int64_t* indices, int64_t n, int64_t bound, int64_t
   detail::check_launch("mark_out_of_range");
 }
 
+template <Element T>
+void embedding_grad(const T* g, const int64_t* indices, int64_t n, int64_t row_begin, int64_t rows, int64_t dim,
+                    T* out, void* stream) {
+  if (rows * dim == 0) return;
+  detail::check_cuda(cudaMemsetAsync(out, 0, static_cast<size_t>(rows * dim) * sizeof(T), detail::as_stream(stream)),
+                     "embedding_grad", "zeroing the gradient");
+  const int64_t total = n * dim;
+  if (total == 0) return;
+  detail::embedding_grad_kernel<<<detail::blocks_for(total), detail::kThreads, 0, detail::as_stream(stream)>>>(
+      g, indices, row_begin, rows, dim, total, out);
+  detail::check_launch("embedding_grad");
+}
+
+template <Element T>
+void pick_grad(const T* g, const int64_t* labels, int64_t n, int64_t c, T* out, void* stream) {
+  const int64_t total = n * c;
+  if (total == 0) return;
+  detail::pick_grad_kernel<<<detail::blocks_for(total), detail::kThreads, 0, detail::as_stream(stream)>>>(
+      g, labels, c, total, out);
+  detail::check_launch("pick_grad");
+}
+
 #define SPSD_INSTANTIATE(T)                                                                                   \
   template void embedding<T>(const T*, int64_t, int64_t, int64_t, const int64_t*, int64_t, T*, void*);       \
   template void pick<T>(const T*, int64_t, int64_t, int64_t, const int64_t*, T*, void*);                     \
-  template void mark_out_of_range<T>(const int64_t*, int64_t, int64_t, int64_t, T*, void*);
+  template void mark_out_of_range<T>(const int64_t*, int64_t, int64_t, int64_t, T*, void*);                \
+  template void embedding_grad<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, T*, void*); \
+  template void pick_grad<T>(const T*, const int64_t*, int64_t, int64_t, T*, void*);
 SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
 #undef SPSD_INSTANTIATE
 

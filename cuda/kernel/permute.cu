@@ -3,6 +3,7 @@
 // (both global reads and writes coalesced), anything else is a strided gather (copy_runs).
 #include "copy.cuh"  // first: common.cuh's pragma covers the cpu headers below
 
+#include "spsd/kernel/cpu/broadcasting.hpp"
 #include "spsd/kernel/cpu/permute.hpp"
 #include "spsd/kernel/cuda/permute.hpp"
 
@@ -81,10 +82,26 @@ void copy_region(const T* src, const Shape& src_shape, std::span<const int64_t> 
                          detail::as_stream(stream));
 }
 
+template <Element T>
+void broadcast_to(const T* x, const Shape& x_shape, T* out, const Shape& out_shape, void* stream) {
+  const int64_t r = out_shape.ndim();
+  if (out_shape.numel() == 0) return;
+  const std::vector<int64_t> from = cpu::detail::broadcast_strides(x_shape, r), to = contiguous_strides(out_shape);
+  // A last axis that x has (stride 1) moves as runs; a stretched one is runs of one element.
+  const bool runs = r > 0 && from[r - 1] == 1;
+  const size_t outer = runs ? static_cast<size_t>(r - 1) : static_cast<size_t>(r);
+  const std::vector<int64_t>& dims = out_shape.dims();
+  detail::copy_runs("expand", x, out, sizeof(T), runs ? out_shape[r - 1] : 1,
+                    std::vector<int64_t>(dims.begin(), dims.begin() + outer),
+                    std::vector<int64_t>(from.begin(), from.begin() + outer),
+                    std::vector<int64_t>(to.begin(), to.begin() + outer), detail::as_stream(stream));
+}
+
 #define SPSD_INSTANTIATE(T)                                                                                  \
   template void permute<T>(const T*, const Shape&, std::span<const int64_t>, T*, void*);                    \
   template void copy_region<T>(const T*, const Shape&, std::span<const int64_t>, T*, const Shape&,          \
-                               std::span<const int64_t>, const Shape&, void*);
+                               std::span<const int64_t>, const Shape&, void*);                             \
+  template void broadcast_to<T>(const T*, const Shape&, T*, const Shape&, void*);
 SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
 #undef SPSD_INSTANTIATE
 

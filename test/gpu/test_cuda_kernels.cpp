@@ -523,6 +523,78 @@ void test_index() {
   });
 }
 
+// ---- the kernels only backward needs (autograd/grad_ops.hpp) ----
+
+void test_backward_kernels() {
+  using spsd::kernel::cpu::UnaryOp;
+  // unary_grad: f'(saved) * g for every op; log and sqrt on positive values.
+  for (UnaryOp op : {UnaryOp::kNeg, UnaryOp::kRelu, UnaryOp::kGelu, UnaryOp::kExp, UnaryOp::kLog, UnaryOp::kTanh,
+                     UnaryOp::kSigmoid, UnaryOp::kSqrt, UnaryOp::kAbs}) {
+    auto one = [&]<class T>() {
+      const int64_t n = 1003;  // not a multiple of the packs
+      const bool positive = op == UnaryOp::kLog || op == UnaryOp::kSqrt;
+      const std::vector<T> s = random_values<T>(n, positive ? 0.1 : -3, 3), g = random_values<T>(n);
+      std::vector<T> want(n);
+      cpu::unary_grad<T>(op, s.data(), g.data(), want.data(), n);
+      const Dev<T> ds(s), dg(g);
+      Dev<T> out(n);
+      gpu::unary_grad<T>(op, ds.ptr, dg.ptr, out.ptr, n, g_stream);
+      compare(std::string(to_string(op)) + "_grad " + tname<T>(), out.get(), want, rtol_of<T>(), atol_of<T>());
+    };
+    one.template operator()<float>();
+    one.template operator()<double>();
+  }
+  for_each_type([&]<class T>() {
+    // mask_eq over broadcast shapes, with ties (small integer-valued inputs).
+    for (const auto& [a, b] : std::vector<std::pair<Shape, Shape>>{{{6, 5}, {6, 1}}, {{4, 3, 5}, {5}}, {{7}, {7}},
+                                                                   {{2, 3}, {}}, {{0, 3}, {1, 3}}}) {
+      const Shape out_shape = cpu::detail::broadcast_shape("mask_eq", a, b);
+      std::vector<T> x(a.numel()), m(b.numel());
+      for (T& v : x) v = static_cast<T>(g_rng() % 3);
+      for (T& v : m) v = static_cast<T>(g_rng() % 3);
+      std::vector<T> want(out_shape.numel());
+      cpu::equal_mask<T>(x.data(), a, m.data(), b, want.data(), out_shape);
+      const Dev<T> dx(x), dm(m);
+      Dev<T> out(out_shape.numel());
+      gpu::equal_mask<T>(dx.ptr, a, dm.ptr, b, out.ptr, out_shape, g_stream);
+      compare("mask_eq " + tname<T>() + " " + a.to_string() + " " + b.to_string(), out.get(), want);
+    }
+    // expand: stretched leading, middle and last axes.
+    for (const auto& [from, to] : std::vector<std::pair<Shape, Shape>>{
+             {{1, 5}, {4, 5}}, {{4, 1}, {4, 6}}, {{3, 1, 2}, {3, 4, 2}}, {{}, {2, 3}}, {{5}, {2, 3, 5}}, {{2, 0}, {2, 0}}}) {
+      const std::vector<T> x = random_values<T>(from.numel());
+      std::vector<T> want(to.numel());
+      cpu::broadcast_to<T>(x.data(), from, want.data(), to);
+      const Dev<T> dx(x);
+      Dev<T> out(to.numel());
+      gpu::broadcast_to<T>(dx.ptr, from, out.ptr, to, g_stream);
+      compare("expand " + tname<T>() + " " + from.to_string() + " -> " + to.to_string(), out.get(), want);
+    }
+    // embedding_grad (repeated rows, rows of other ranks, out of range) and pick_grad.
+    for (int64_t dim : {1, 7}) {
+      const int64_t n = 40, rows = 5, row_begin = 3, c = dim;
+      std::vector<int64_t> idx(n);
+      for (int64_t& i : idx) i = static_cast<int64_t>(g_rng() % 14) - 2;
+      std::vector<T> g(n * dim);
+      for (T& v : g) v = static_cast<T>(static_cast<int>(g_rng() % 9) - 4);  // exact sums in any order
+      std::vector<T> want(rows * dim);
+      cpu::embedding_grad<T>(g.data(), idx.data(), n, row_begin, rows, dim, want.data());
+      const Dev<T> dg(g);
+      const Dev<int64_t> di(idx);
+      Dev<T> out(rows * dim);
+      gpu::embedding_grad<T>(dg.ptr, di.ptr, n, row_begin, rows, dim, out.ptr, g_stream);
+      compare("embedding_grad " + tname<T>() + " dim=" + std::to_string(dim), out.get(), want);
+      const std::vector<T> pg = random_values<T>(n);
+      std::vector<T> pwant(n * c);
+      cpu::pick_grad<T>(pg.data(), idx.data(), n, c, pwant.data());
+      const Dev<T> dpg(pg);
+      Dev<T> pout(n * c);
+      gpu::pick_grad<T>(dpg.ptr, di.ptr, n, c, pout.ptr, g_stream);
+      compare("pick_grad " + tname<T>() + " c=" + std::to_string(c), pout.get(), pwant);
+    }
+  });
+}
+
 // ---- matmul ----
 
 void test_matmul() {
@@ -630,6 +702,7 @@ int main() {
   group("permute/copy_region", test_permute);
   group("copy", test_copy);
   group("index", test_index);
+  group("backward kernels", test_backward_kernels);
   group("matmul", test_matmul);
   group("random", test_random);
   cudaStreamDestroy(g_stream);

@@ -13,11 +13,11 @@
 //       P(sum), B -> P(sum);  B, B -> B
 //   pick_grad(g (N), labels (N), C)  -> (N, C): g[i] at [i, labels[i]], 0 elsewhere
 //       S(0), S(0) -> S(0);  P(sum), B -> P(sum);  B, B -> B
-// The kernels are cpu loops; on cuda placements run_op runs them on host copies (kHostKernelOnly).
-#include <cmath>
+// Each kernel runs where the pieces live (kernel/any_device.hpp): cpu loops, or CUDA kernels on
+// the rank's compute stream, with no host copy.
 #include <string_view>
 
-#include "spsd/kernel/cpu/loop.hpp"
+#include "spsd/kernel/any_device.hpp"
 #include "spsd/op/broadcasting.hpp"
 #include "spsd/op/dispatch.hpp"
 
@@ -27,11 +27,7 @@ using kernel::cpu::UnaryOp;
 
 inline const Sbp* const kPartials[] = {&sbp::partial_sum, &sbp::partial_max, &sbp::partial_min};
 
-// Which value f' reads: the output y where that is cheaper (exp, tanh, sigmoid, sqrt, relu).
-constexpr bool reads_output(UnaryOp k) {
-  return k == UnaryOp::kExp || k == UnaryOp::kTanh || k == UnaryOp::kSigmoid || k == UnaryOp::kSqrt ||
-         k == UnaryOp::kRelu;
-}
+constexpr bool reads_output(UnaryOp k) { return kernel::derivative_reads_output(k); }
 
 constexpr std::string_view unary_grad_name(UnaryOp k) {
   switch (k) {
@@ -46,24 +42,6 @@ constexpr std::string_view unary_grad_name(UnaryOp k) {
     case UnaryOp::kNeg: return "neg_grad";
   }
   return "unary_grad";
-}
-
-// d f / d x as a function of the saved value s (x or y, see reads_output).
-template <UnaryOp K, std::floating_point T>
-inline T derivative(T s) {
-  if constexpr (K == UnaryOp::kRelu) return s > T(0) ? T(1) : T(0);
-  else if constexpr (K == UnaryOp::kExp) return s;
-  else if constexpr (K == UnaryOp::kLog) return T(1) / s;
-  else if constexpr (K == UnaryOp::kTanh) return T(1) - s * s;
-  else if constexpr (K == UnaryOp::kSigmoid) return s * (T(1) - s);
-  else if constexpr (K == UnaryOp::kSqrt) return T(0.5) / s;
-  else if constexpr (K == UnaryOp::kAbs) return s > T(0) ? T(1) : s < T(0) ? T(-1) : T(0);
-  else if constexpr (K == UnaryOp::kNeg) return T(-1);
-  else {  // gelu, tanh form (kernel::cpu::detail::gelu_tanh)
-    constexpr T c = T(0.7978845608028654), a = T(0.044715);
-    const T t = std::tanh(c * (s + a * s * s * s));
-    return T(0.5) * (T(1) + t) + T(0.5) * s * (T(1) - t * t) * c * (T(1) + T(3) * a * s * s);
-  }
 }
 
 template <UnaryOp K>
@@ -85,12 +63,10 @@ struct UnaryGradDef {
     return t;
   }
 
-  static constexpr bool kHostKernelOnly = true;  // run_op stages device pieces through the host
   template <Element T>
   static void kernel(const KernelArgs& k) {
     if constexpr (std::is_floating_point_v<T>)
-      kernel::cpu::detail::map2([](T s, T g) { return derivative<K, T>(s) * g; }, k.in<T>(0), k.in<T>(1),
-                                k.out_as<T>(), k.out_shape.numel());
+      kernel::unary_grad<T>(k.target, K, k.in<T>(0), k.in<T>(1), k.out_as<T>(), k.out_shape.numel());
   }
 };
 
@@ -108,14 +84,10 @@ struct MaskEqDef {
     return t;
   }
 
-  // x - m is exactly 0 iff x == m (finite values), so the broadcasting sub kernel does the work.
-  static constexpr bool kHostKernelOnly = true;  // run_op stages device pieces through the host
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    T* out = k.out_as<T>();
-    kernel::cpu::binary<T>(kernel::cpu::BinaryOp::kSub, k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape,
-                           out, k.out_shape);
-    kernel::cpu::detail::map1([](T d) { return d == T(0) ? T(1) : T(0); }, out, out, k.out_shape.numel());
+    kernel::equal_mask<T>(k.target, k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape, k.out_as<T>(),
+                          k.out_shape);
   }
 };
 
@@ -135,24 +107,9 @@ struct ExpandDef {
     return t;
   }
 
-  // Row by row of the output's last axis: each row is a copy or a fill (stretched last axis).
-  static constexpr bool kHostKernelOnly = true;  // run_op stages device pieces through the host
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    const Shape& out = k.out_shape;
-    const int64_t r = out.ndim(), n = r ? out[r - 1] : 1;
-    if (out.numel() == 0) return;
-    const std::vector<int64_t> strides = kernel::cpu::detail::broadcast_strides(k.inputs[0].shape, r);
-    const T* in = k.in<T>(0);
-    T* o = k.out_as<T>();
-    std::vector<int64_t> idx(r, 0);
-    for (int64_t row = 0, rows = out.numel() / n; row < rows; ++row) {
-      int64_t offset = 0;
-      for (int64_t d = 0; d + 1 < r; ++d) offset += idx[d] * strides[d];
-      const int64_t step = r ? strides[r - 1] : 0;
-      for (int64_t j = 0; j < n; ++j) o[row * n + j] = in[offset + j * step];
-      for (int64_t d = r - 2; d >= 0 && ++idx[d] == out[d]; --d) idx[d] = 0;
-    }
+    kernel::broadcast_to<T>(k.target, k.in<T>(0), k.inputs[0].shape, k.out_as<T>(), k.out_shape);
   }
 };
 
@@ -179,19 +136,10 @@ struct EmbeddingGradDef {
     return t;
   }
 
-  static constexpr bool kHostKernelOnly = true;  // run_op stages device pieces through the host
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    T* out = k.out_as<T>();
-    const int64_t rows = k.out_shape[0], dim = k.out_shape[1], row_begin = k.out_box.begin[0];
-    std::fill(out, out + rows * dim, T(0));
-    const T* g = k.in<T>(0);
-    const int64_t* idx = k.in<int64_t>(1);
-    for (int64_t i = 0, n = k.inputs[1].shape.numel(); i < n; ++i) {
-      const int64_t r = idx[i] - row_begin;
-      if (r < 0 || r >= rows) continue;  // another rank's row, or out of range (a NaN row forward)
-      for (int64_t j = 0; j < dim; ++j) out[r * dim + j] += g[i * dim + j];
-    }
+    kernel::embedding_grad<T>(k.target, k.in<T>(0), k.in<int64_t>(1), k.inputs[1].shape.numel(), k.out_box.begin[0],
+                              k.out_shape[0], k.out_shape[1], k.out_as<T>());
   }
 };
 
@@ -210,16 +158,9 @@ struct PickGradDef {
     return {{{sbp::split(0), sbp::split(0)}, sbp::split(0)}, {{P, B}, P}, uniform_signature(2, B)};
   }
 
-  static constexpr bool kHostKernelOnly = true;  // run_op stages device pieces through the host
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    T* out = k.out_as<T>();
-    const int64_t n = k.out_shape[0], c = k.out_shape[1];
-    std::fill(out, out + n * c, T(0));
-    const T* g = k.in<T>(0);
-    const int64_t* labels = k.in<int64_t>(1);
-    for (int64_t i = 0; i < n; ++i)
-      if (labels[i] >= 0 && labels[i] < c) out[i * c + labels[i]] = g[i];
+    kernel::pick_grad<T>(k.target, k.in<T>(0), k.in<int64_t>(1), k.out_shape[0], k.out_shape[1], k.out_as<T>());
   }
 };
 

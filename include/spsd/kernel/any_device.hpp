@@ -13,6 +13,7 @@
 #include "spsd/kernel/cpu/reduce.hpp"
 #include "spsd/kernel/cpu/softmax.hpp"
 #include "spsd/runtime/device.hpp"
+#include "spsd/runtime/device_traffic.hpp"
 #if SPSD_HAVE_CUDA
 #include "spsd/kernel/cuda/copy.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
@@ -107,6 +108,30 @@ void matmul(const Target& t, const T* a, const Shape& a_shape, const T* b, const
   SPSD_ON_TARGET(t, matmul<T>, a, a_shape, b, b_shape, out, out_shape);
 }
 
+// Kernels only backward needs (autograd/grad_ops.hpp).
+template <std::floating_point T>
+void unary_grad(const Target& t, UnaryOp op, const T* saved, const T* g, T* out, int64_t n) {
+  SPSD_ON_TARGET(t, unary_grad<T>, op, saved, g, out, n);
+}
+template <Element T>
+void equal_mask(const Target& t, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
+                const Shape& out_shape) {
+  SPSD_ON_TARGET(t, equal_mask<T>, a, a_shape, b, b_shape, out, out_shape);
+}
+template <Element T>
+void broadcast_to(const Target& t, const T* x, const Shape& x_shape, T* out, const Shape& out_shape) {
+  SPSD_ON_TARGET(t, broadcast_to<T>, x, x_shape, out, out_shape);
+}
+template <Element T>
+void embedding_grad(const Target& t, const T* g, const int64_t* indices, int64_t n, int64_t row_begin, int64_t rows,
+                    int64_t dim, T* out) {
+  SPSD_ON_TARGET(t, embedding_grad<T>, g, indices, n, row_begin, rows, dim, out);
+}
+template <Element T>
+void pick_grad(const Target& t, const T* g, const int64_t* labels, int64_t n, int64_t c, T* out) {
+  SPSD_ON_TARGET(t, pick_grad<T>, g, labels, n, c, out);
+}
+
 #undef SPSD_ON_TARGET
 
 // The index of the first zero among x[0, n), or -1 (integer division checks its divisor); on a
@@ -114,7 +139,11 @@ void matmul(const Target& t, const T* a, const Shape& a_shape, const T* b, const
 template <Element T>
 int64_t first_zero(const Target& t, const T* x, int64_t n) {
 #if SPSD_HAVE_CUDA
-  if (t.on_device()) return cuda::first_zero(x, n, dtype_of<T>, t.stream);
+  if (t.on_device()) {
+    const int64_t i = cuda::first_zero(x, n, dtype_of<T>, t.stream);
+    ::spsd::detail::note_device_copy(DeviceType::kCPU, t.device, sizeof i);
+    return i;
+  }
 #endif
   (void)t;
   for (int64_t i = 0; i < n; ++i)

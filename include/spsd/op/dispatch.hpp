@@ -22,6 +22,7 @@
 
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/op/resolve.hpp"
+#include "spsd/runtime/device_traffic.hpp"
 #include "spsd/tensor/global_tensor.hpp"
 
 namespace spsd {
@@ -145,22 +146,6 @@ struct Prepared {
 // the placement (after the cross-rank check); free on one rank.
 int64_t agree_on_bad_element(const Resolution& r, int64_t local);
 
-// For ops whose kernel is a host loop only (kHostKernelOnly): runs it on host copies of device
-// pieces and copies the output back. Correct on cuda placements, not fast (two copies, a sync).
-inline void run_on_host(const KernelArgs& k, int64_t out_bytes, void (*kernel)(const KernelArgs&)) {
-  std::vector<std::vector<std::byte>> pieces(k.inputs.size());
-  std::vector<LocalInput> host_inputs(k.inputs.begin(), k.inputs.end());
-  for (size_t i = 0; i < k.inputs.size(); ++i) {
-    const int64_t bytes = k.inputs[i].shape.numel() * size_of(k.inputs[i].global->dtype);
-    pieces[i].resize(static_cast<size_t>(bytes));
-    copy_bytes(pieces[i].data(), DeviceType::kCPU, k.inputs[i].data, k.target.device, bytes);
-    host_inputs[i].data = pieces[i].data();
-  }
-  std::vector<std::byte> out(static_cast<size_t>(out_bytes));
-  kernel({k.attrs, k.scalar, host_inputs, out.data(), k.out_shape, k.out_box, k.out_global, k.signature, {}});
-  copy_bytes(k.out, k.target.device, out.data(), DeviceType::kCPU, out_bytes);
-}
-
 // Checks the inputs share one placement, resolves (cached), notes the op and its scalar
 // operand for the cross-rank check (checking first when the op communicates), boxes the inputs, logs under SPSD_LOG=dispatch.
 Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs,
@@ -168,6 +153,7 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
 
 template <GlobalOp Op, Element T>
 GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = {}, Scalar scalar = {}) {
+  const DeviceTrafficScope traffic(Op::name);
   Prepared p = prepare_op(op_schema<Op>(), attrs, inputs, scalar);
   const Resolution& r = *p.resolution;
   const NdSignature& sig = r.signature();
@@ -195,13 +181,6 @@ GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = 
     // waiting in their next collective. So the ranks agree first, and all throw alike.
     const int64_t bad = agree_on_bad_element(r, Op::template first_bad_element<T>(args));
     if (bad >= 0) throw_error(Op::name, Op::bad_element_error(r, bad));
-  }
-  if constexpr (requires { Op::kHostKernelOnly; }) {
-    if (args.target.on_device()) {
-      run_on_host(args, out_shape.numel() * static_cast<int64_t>(sizeof(T)), &Op::template kernel<T>);
-      return recorded(Op::name, inputs, attrs, scalar,
-                      GlobalTensor<T>(r.output.shape, r.placement, sig.output, std::move(out)));
-    }
   }
   Op::template kernel<T>(args);
   return recorded(Op::name, inputs, attrs, scalar, GlobalTensor<T>(r.output.shape, r.placement, sig.output, std::move(out)));

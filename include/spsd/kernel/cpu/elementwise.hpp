@@ -18,48 +18,10 @@
 #include "spsd/core/shape.hpp"
 #include "spsd/kernel/cpu/broadcasting.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
+#include "spsd/kernel/derivative.hpp"
+#include "spsd/kernel/elementwise_ops.hpp"
 
 namespace spsd::kernel::cpu {
-
-enum class UnaryOp { kNeg, kRelu, kGelu, kExp, kLog, kTanh, kSigmoid, kSqrt, kAbs };
-enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin };
-
-constexpr std::string_view to_string(UnaryOp op) {
-  switch (op) {
-    case UnaryOp::kNeg: return "neg";
-    case UnaryOp::kRelu: return "relu";
-    case UnaryOp::kGelu: return "gelu";
-    case UnaryOp::kExp: return "exp";
-    case UnaryOp::kLog: return "log";
-    case UnaryOp::kTanh: return "tanh";
-    case UnaryOp::kSigmoid: return "sigmoid";
-    case UnaryOp::kSqrt: return "sqrt";
-    case UnaryOp::kAbs: return "abs";
-  }
-  return "invalid unary op";
-}
-
-// Element-wise max/min are "maximum"/"minimum" (numpy, torch): "max" names the reduction.
-constexpr std::string_view to_string(BinaryOp op) {
-  switch (op) {
-    case BinaryOp::kAdd: return "add";
-    case BinaryOp::kSub: return "sub";
-    case BinaryOp::kMul: return "mul";
-    case BinaryOp::kDiv: return "div";
-    case BinaryOp::kMax: return "maximum";
-    case BinaryOp::kMin: return "minimum";
-  }
-  return "invalid binary op";
-}
-
-inline std::ostream& operator<<(std::ostream& os, UnaryOp op) { return os << to_string(op); }
-inline std::ostream& operator<<(std::ostream& os, BinaryOp op) { return os << to_string(op); }
-
-// Integers have neg, relu and abs (wrapping: -INT_MIN == INT_MIN); the rest need floats.
-constexpr bool unary_supports(UnaryOp op, DType t) {
-  if (t == DType::kFloat32 || t == DType::kFloat64) return true;
-  return op == UnaryOp::kNeg || op == UnaryOp::kRelu || op == UnaryOp::kAbs;
-}
 
 namespace detail {
 
@@ -160,6 +122,28 @@ void binary_broadcast(F f, const T* a, const std::vector<int64_t>& sa, const T* 
   }
 }
 
+// out = f(a, b) with numpy broadcasting, f inlined: flat when the shapes agree or one operand
+// is a single element, rows of a contiguous map2 otherwise (after collapsing dims).
+template <Element T, class F>
+void broadcast_map(std::string_view name, F f, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape,
+                   T* out, const Shape& out_shape) {
+  SPSD_CHECK(broadcast_shape(name, a_shape, b_shape) == out_shape, name, "output shape ", out_shape,
+             " is not the broadcast of ", a_shape, " and ", b_shape);
+  const int64_t n = out_shape.numel(), na = a_shape.numel(), nb = b_shape.numel();
+  if (n == 0) return;
+  if (na == n && nb == n) {  // equal shapes (up to leading 1s): one flat loop
+    map2(f, a, b, out, n);
+  } else if (nb == 1) {
+    map1([f, s = *b](T x) { return f(x, s); }, a, out, n);
+  } else if (na == 1) {
+    map1([f, s = *a](T y) { return f(s, y); }, b, out, n);
+  } else {  // (m, n) + (n) becomes rows of a contiguous map2; anything else collapses first
+    const int64_t r = out_shape.ndim();
+    auto c = collapse<2>(out_shape.dims(), {broadcast_strides(a_shape, r), broadcast_strides(b_shape, r)});
+    binary_broadcast(f, a, c.strides[0], b, c.strides[1], out, c.dims);
+  }
+}
+
 }  // namespace detail
 
 // out[i] = op(x[i]) for i < n. out may be x. Integer T supports neg, relu and abs only
@@ -175,25 +159,21 @@ void unary(UnaryOp op, const T* x, T* out, int64_t n) {
 template <Element T>
 void binary(BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
             const Shape& out_shape) {
-  SPSD_CHECK(detail::broadcast_shape(to_string(op), a_shape, b_shape) == out_shape, to_string(op), "output shape ", out_shape,
-             " is not the broadcast of ", a_shape, " and ", b_shape);
-  const int64_t n = out_shape.numel();
-  if (n == 0) return;
-  detail::with_binary_fn<T>(op, [&](auto f) {
-    const int64_t na = a_shape.numel(), nb = b_shape.numel();
-    if (na == n && nb == n) {  // equal shapes (up to leading 1s): one flat loop
-      detail::map2(f, a, b, out, n);
-    } else if (nb == 1) {
-      detail::map1([f, s = *b](T x) { return f(x, s); }, a, out, n);
-    } else if (na == 1) {
-      detail::map1([f, s = *a](T y) { return f(s, y); }, b, out, n);
-    } else {  // (m, n) + (n) becomes rows of a contiguous map2; anything else collapses first
-      const int64_t r = out_shape.ndim();
-      auto c = detail::collapse<2>(out_shape.dims(), {detail::broadcast_strides(a_shape, r),
-                                                      detail::broadcast_strides(b_shape, r)});
-      detail::binary_broadcast(f, a, c.strides[0], b, c.strides[1], out, c.dims);
-    }
-  });
+  detail::with_binary_fn<T>(op, [&](auto f) { detail::broadcast_map(to_string(op), f, a, a_shape, b, b_shape, out, out_shape); });
+}
+
+// out = 1 where a == b, else 0, with numpy broadcasting (where a max/min reduction was reached:
+// backward's mask_eq).
+template <Element T>
+void equal_mask(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out, const Shape& out_shape) {
+  detail::broadcast_map("mask_eq", [](T x, T y) { return x == y ? T(1) : T(0); }, a, a_shape, b, b_shape, out,
+                        out_shape);
+}
+
+// out[i] = f'(saved[i]) * g[i] for i < n, f = op, saved = x or y (kernel/derivative.hpp).
+template <std::floating_point T>
+void unary_grad(UnaryOp op, const T* saved, const T* g, T* out, int64_t n) {
+  with_derivative(op, [&](auto f) { detail::map2(f, saved, g, out, n); });
 }
 
 // out[i] = a[i] op s, or s op a[i] when scalar_first (rsub, rdiv: 1 / x). An integer divisor
@@ -223,7 +203,11 @@ void fill(T* out, int64_t n, T value) {
   prefix template void unary<T>(UnaryOp, const T*, T*, int64_t);                                        \
   prefix template void binary<T>(BinaryOp, const T*, const Shape&, const T*, const Shape&, T*, const Shape&); \
   prefix template void binary_scalar<T>(BinaryOp, const T*, T, T*, int64_t, bool);                      \
-  prefix template void fill<T>(T*, int64_t, T);
+  prefix template void fill<T>(T*, int64_t, T);                                                         \
+  prefix template void equal_mask<T>(const T*, const Shape&, const T*, const Shape&, T*, const Shape&);
 SPSD_FOR_EACH_ELEMENT(SPSD_CPU_ELEMENTWISE_INSTANCES, extern)
+#define SPSD_CPU_UNARY_GRAD_INSTANCES(prefix, T) \
+  prefix template void unary_grad<T>(UnaryOp, const T*, const T*, T*, int64_t);
+SPSD_FOR_EACH_FLOATING(SPSD_CPU_UNARY_GRAD_INSTANCES, extern)
 
 }  // namespace spsd::kernel::cpu

@@ -49,11 +49,36 @@ void mark_out_of_range(const int64_t* indices, int64_t n, int64_t bound, int64_t
     if (indices[i] < 0 || indices[i] >= bound) std::fill_n(out + i * width, width, std::numeric_limits<T>::quiet_NaN());
 }
 
+// The gradients of embedding and pick, as this rank's pieces (backward's embedding_grad and
+// pick_grad, autograd/grad_ops.hpp):
+// out (rows, dim) = zeros, then row indices[i] - row_begin += g row i for every i whose row this
+// rank holds. Indices outside the rank's rows (another rank's, or out of range) add nothing.
+template <Element T>
+void embedding_grad(const T* g, const int64_t* indices, int64_t n, int64_t row_begin, int64_t rows, int64_t dim,
+                    T* out) {
+  detail::fill_n(out, rows * dim, T{0});
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t r = indices[i] - row_begin;
+    if (r < 0 || r >= rows) continue;
+    detail::map2([](T a, T b) { return detail::wrap_add(a, b); }, out + r * dim, g + i * dim, out + r * dim, dim);
+  }
+}
+
+// out (n, c) = g[i] at [i, labels[i]], 0 elsewhere; labels outside [0, c) leave their row zero.
+template <Element T>
+void pick_grad(const T* g, const int64_t* labels, int64_t n, int64_t c, T* out) {
+  detail::fill_n(out, n * c, T{0});
+  for (int64_t i = 0; i < n; ++i)
+    if (labels[i] >= 0 && labels[i] < c) out[i * c + labels[i]] = g[i];
+}
+
 // Compiled into the library (core/instances.hpp).
 #define SPSD_CPU_INDEX_INSTANCES(prefix, T)                                                                 \
   prefix template void embedding<T>(const T*, int64_t, int64_t, int64_t, const int64_t*, int64_t, T*);        \
   prefix template void pick<T>(const T*, int64_t, int64_t, int64_t, const int64_t*, T*);                      \
-  prefix template void mark_out_of_range<T>(const int64_t*, int64_t, int64_t, int64_t, T*);
+  prefix template void mark_out_of_range<T>(const int64_t*, int64_t, int64_t, int64_t, T*);                  \
+  prefix template void embedding_grad<T>(const T*, const int64_t*, int64_t, int64_t, int64_t, int64_t, T*);   \
+  prefix template void pick_grad<T>(const T*, const int64_t*, int64_t, int64_t, T*);
 SPSD_FOR_EACH_ELEMENT(SPSD_CPU_INDEX_INSTANCES, extern)
 
 }  // namespace spsd::kernel::cpu

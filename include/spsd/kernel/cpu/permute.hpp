@@ -1,6 +1,7 @@
 #pragma once
-// Data movement between dense layouts: permute (axis transposition) and copy_region (a box
-// of one tensor into a box of another: slice, concat, and, dtype-erased, boxing's pack and unpack).
+// Data movement between dense layouts: permute (axis transposition), copy_region (a box of one
+// tensor into a box of another: slice, concat, and, dtype-erased, boxing's pack and unpack), and
+// broadcast_to (numpy broadcasting made explicit: backward's expand).
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -11,6 +12,7 @@
 #include "spsd/core/error.hpp"
 #include "spsd/core/instances.hpp"
 #include "spsd/core/shape.hpp"
+#include "spsd/kernel/cpu/broadcasting.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
 
 namespace spsd::kernel::cpu {
@@ -165,11 +167,32 @@ void copy_region(const T* src, const Shape& src_shape, std::span<const int64_t> 
   copy_dense_box(src, src_shape, src_begin, dst, dst_shape, dst_begin, extent, static_cast<int64_t>(sizeof(T)));
 }
 
+// out (out_shape, dense) = x broadcast numpy-style (x_shape must broadcast to out_shape, which
+// the op checked). Row by row of the output's last axis: a row is a copy, or a fill where the
+// last axis is stretched.
+template <Element T>
+void broadcast_to(const T* x, const Shape& x_shape, T* out, const Shape& out_shape) {
+  const int64_t r = out_shape.ndim(), n = r ? out_shape[r - 1] : 1;
+  if (out_shape.numel() == 0) return;
+  const std::vector<int64_t> strides = detail::broadcast_strides(x_shape, r);
+  const int64_t step = r ? strides[r - 1] : 0;
+  std::vector<int64_t> idx(static_cast<size_t>(r), 0);
+  for (int64_t row = 0, rows = out_shape.numel() / n; row < rows; ++row) {
+    int64_t offset = 0;
+    for (int64_t d = 0; d + 1 < r; ++d) offset += idx[d] * strides[d];
+    T* o = out + row * n;
+    if (step == 0) detail::fill_n(o, n, x[offset]);
+    else std::memcpy(o, x + offset, static_cast<size_t>(n) * sizeof(T));
+    for (int64_t d = r - 2; d >= 0 && ++idx[d] == out_shape[d]; --d) idx[d] = 0;
+  }
+}
+
 // Compiled into the library (core/instances.hpp).
 #define SPSD_CPU_PERMUTE_INSTANCES(prefix, T)                                                        \
   prefix template void permute<T>(const T*, const Shape&, std::span<const int64_t>, T*);                \
   prefix template void copy_region<T>(const T*, const Shape&, std::span<const int64_t>, T*, const Shape&, \
-                                      std::span<const int64_t>, const Shape&);
+                                      std::span<const int64_t>, const Shape&);                              \
+  prefix template void broadcast_to<T>(const T*, const Shape&, T*, const Shape&);
 SPSD_FOR_EACH_ELEMENT(SPSD_CPU_PERMUTE_INSTANCES, extern)
 
 }  // namespace spsd::kernel::cpu

@@ -34,6 +34,15 @@ void binary(BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Sha
 template <Element T>
 void binary_scalar(BinaryOp op, const T* a, T s, T* out, int64_t n, bool scalar_first, void* stream);
 
+// out = 1 where a == b, else 0, numpy broadcasting as binary (backward's mask_eq).
+template <Element T>
+void equal_mask(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out, const Shape& out_shape,
+                void* stream);
+
+// out[i] = f'(saved[i]) * g[i], f = op (kernel/derivative.hpp); float and double.
+template <Element T>
+void unary_grad(UnaryOp op, const T* saved, const T* g, T* out, int64_t n, void* stream);
+
 // out[i] = value for i < n.
 template <Element T>
 void fill(T* out, int64_t n, T value, void* stream);

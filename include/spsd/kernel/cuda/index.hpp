@@ -27,4 +27,14 @@ void pick(const T* x, int64_t n, int64_t c_begin, int64_t c, const int64_t* labe
 template <Element T>
 void mark_out_of_range(const int64_t* indices, int64_t n, int64_t bound, int64_t dim, T* out, void* stream);
 
+// The gradients of embedding and pick (kernel/cpu/index.hpp): out (rows, dim) = zeros plus g row i
+// at row indices[i] - row_begin for the indices this rank holds (atomic adds: a row taken twice
+// sums in no fixed order, so float results may differ from the cpu's in the last bits); and
+// out (n, c) = g[i] at [i, labels[i]], 0 elsewhere.
+template <Element T>
+void embedding_grad(const T* g, const int64_t* indices, int64_t n, int64_t row_begin, int64_t rows, int64_t dim,
+                    T* out, void* stream);
+template <Element T>
+void pick_grad(const T* g, const int64_t* labels, int64_t n, int64_t c, T* out, void* stream);
+
 }  // namespace spsd::kernel::cuda

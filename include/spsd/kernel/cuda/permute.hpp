@@ -22,4 +22,9 @@ template <Element T>
 void copy_region(const T* src, const Shape& src_shape, std::span<const int64_t> src_begin, T* dst,
                  const Shape& dst_shape, std::span<const int64_t> dst_begin, const Shape& extent, void* stream);
 
+// out (out_shape, dense) = x broadcast numpy-style to out_shape (checked by the op): one
+// strided copy, stride 0 along stretched axes (backward's expand).
+template <Element T>
+void broadcast_to(const T* x, const Shape& x_shape, T* out, const Shape& out_shape, void* stream);
+
 }  // namespace spsd::kernel::cuda
