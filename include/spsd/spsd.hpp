@@ -18,6 +18,7 @@
 #include "spsd/runtime/runtime.hpp"
 #include "spsd/runtime/scheduler.hpp"
 #include "spsd/runtime/device.hpp"
+#include "spsd/runtime/device_traffic.hpp"
 #include "spsd/runtime/consistency.hpp"
 #include "spsd/runtime/log.hpp"
 #include "spsd/tensor/storage.hpp"

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -11,11 +12,18 @@
 #include "../comm/backend.hpp"
 #include "spsd/comm/communicator.hpp"
 #include "spsd/runtime/device.hpp"
+#include "spsd/runtime/device_traffic.hpp"
 #include "spsd/runtime/stream.hpp"
 
 namespace spsd::detail {
 
 struct ConsistencyTable;  // consistency.cpp: per rank set, the ops noted since the last check
+
+// device_traffic(): written by the rank's thread and its communication worker.
+struct DeviceTrafficLedger {
+  std::mutex mutex;
+  DeviceTraffic traffic;
+};
 
 struct Context {
   int64_t rank = 0;
@@ -28,6 +36,7 @@ struct Context {
   // The consistency check's communicators and counters, kept apart from the user's (comm_stats()).
   std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> check_communicators;
   CommStats check_stats;
+  DeviceTrafficLedger device_traffic;
   std::shared_ptr<ConsistencyTable> consistency;  // created at the first note_op (shared_ptr: opaque here)
   // The CUDA device, bound at the first use of a cuda placement. Declared last so it goes first:
   // its communicators wrap or were bootstrapped by the host ones above.

@@ -36,12 +36,20 @@ void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType sr
     return;
   }
   device_runtime("copy").copy_bytes(dst, dst_device, src, src_device, bytes);
+  note_device_copy(dst_device, src_device, bytes);
 }
 
 void zero_bytes(void* dst, DeviceType device, int64_t bytes) {
   if (bytes <= 0) return;
   if (device == DeviceType::kCPU) std::memset(dst, 0, static_cast<size_t>(bytes));
   else device_runtime("zero fill").zero_bytes(dst, bytes);
+}
+
+void fill_elements(void* dst, DeviceType device, int64_t count, const void* value, int64_t value_bytes) {
+  SPSD_CHECK(value_bytes == 4 || value_bytes == 8, "fill", "elements of 4 or 8 bytes, got ", value_bytes);
+  if (count <= 0) return;
+  if (device != DeviceType::kCPU) return device_runtime("fill").fill_elements(dst, count, value, value_bytes);
+  for (int64_t i = 0; i < count; ++i) std::memcpy(static_cast<char*>(dst) + i * value_bytes, value, value_bytes);
 }
 
 void* stream_for(DeviceType device) {

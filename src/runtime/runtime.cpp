@@ -150,7 +150,9 @@ int local_rank() { return static_cast<int>(detail::context("local_rank").local_r
 void synchronize() {
   detail::Context& ctx = detail::context("synchronize");
   detail::before_host_communication();
-  if (ctx.device) ctx.device->synchronize();
+  if (!ctx.device) return;
+  ctx.device->synchronize();
+  detail::note_device_synchronization();
 }
 
 CommStats comm_stats() {

@@ -31,3 +31,38 @@ TEST_CASE("training: data-, tensor- and 2d-parallel give the single-process loss
   check_parity<float>(20);
   check_parity<double>(20);
 }
+
+// The device-traffic counter's bookkeeping (the GPU suite gpu-ops checks the counts of a real
+// training step): copies and waits count toward the op in progress, host-only copies never.
+TEST_CASE("device traffic: counted by op, cpu placements count nothing", "[train][device-traffic]") {
+  spsd::simulate(2, [] {
+    // A cpu training step moves nothing between host and device.
+    reset_device_traffic();
+    const spsd_test::TrainTrace t = spsd_test::train_trace<float>("data", {0, 1}, 2);
+    CHECK(!t.losses.empty());
+    CHECK(device_traffic().total.empty());
+    CHECK(device_traffic().by_op.empty());
+
+    detail::note_device_copy(DeviceType::kCUDA, DeviceType::kCPU, 100);
+    {
+      const detail::DeviceTrafficScope outer("matmul");
+      detail::note_device_copy(DeviceType::kCPU, DeviceType::kCUDA, 8);
+      {
+        const detail::DeviceTrafficScope inner("div");
+        detail::note_device_synchronization();
+      }
+      detail::note_device_copy(DeviceType::kCPU, DeviceType::kCPU, 64);  // host memory only
+    }
+    const DeviceTraffic d = device_traffic();
+    CHECK(d.total.host_to_device_bytes == 100);
+    CHECK(d.total.host_to_device_copies == 1);
+    CHECK(d.total.device_to_host_bytes == 8);
+    CHECK(d.total.synchronizations == 2);  // the device -> host copy waited, and the explicit one
+    REQUIRE(d.by_op.size() == 3);
+    CHECK(d.by_op.at(std::string(DeviceTraffic::kNoOp)).host_to_device_bytes == 100);
+    CHECK(d.by_op.at("matmul") == DeviceTrafficCounts{0, 0, 8, 1, 1});
+    CHECK(d.by_op.at("div") == DeviceTrafficCounts{0, 0, 0, 0, 1});
+    reset_device_traffic();
+    CHECK(device_traffic().total.empty());
+  });
+}
