@@ -3,6 +3,9 @@
 // per rank set (NCCL when every member has its own GPU, host-staged otherwise).
 #include <cuda_runtime.h>
 
+#include <algorithm>
+#include <cstdint>
+#include <cstring>
 #include <map>
 
 #include "../../src/runtime/context.hpp"
@@ -18,6 +21,15 @@
 namespace spsd::detail {
 
 namespace {
+
+// The one kernel of the runtime layer: factories' constant fills (zeros, ones, full) written on
+// the device instead of copied from the host.
+template <class Word>
+__global__ void fill_words(Word* dst, int64_t count, Word value) {
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    dst[i] = value;
+}
 
 class CudaRawMemory final : public RawDeviceMemory {
  public:
@@ -97,6 +109,21 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   void zero_bytes(void* dst, int64_t bytes) override {
     check_cuda(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), streams_.compute), "zero fill",
                concat("zeroing ", bytes, " bytes"));
+  }
+
+  void fill_elements(void* dst, int64_t count, const void* value, int64_t value_bytes) override {
+    constexpr int kThreads = 256;
+    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, 1 << 16));
+    if (value_bytes == 8) {
+      uint64_t word;
+      std::memcpy(&word, value, 8);
+      fill_words<<<blocks, kThreads, 0, streams_.compute>>>(static_cast<uint64_t*>(dst), count, word);
+    } else {
+      uint32_t word;
+      std::memcpy(&word, value, 4);
+      fill_words<<<blocks, kThreads, 0, streams_.compute>>>(static_cast<uint32_t*>(dst), count, word);
+    }
+    check_cuda(cudaGetLastError(), "fill", concat("filling ", count, " elements of ", value_bytes, " bytes"));
   }
 
   Communicator& communicator(const std::vector<int64_t>& world_ranks) override {

@@ -17,16 +17,24 @@ namespace spsd {
 
 namespace detail {
 
+// A factory's checks and its note for the cross-rank check; false on a rank outside the
+// placement (which holds nothing).
+template <Element T>
+bool start_factory(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
+  check_global_layout(op, shape, placement, nd_sbp);
+  if (!placement.contains(rank())) return false;
+  note_op(placement.ranks(), std::make_shared<const OpIdentity>(std::string(op) + "(" + shape.to_string() + " " +
+                                                                std::string(to_string(dtype_of<T>)) + " " +
+                                                                nd_sbp.to_string() + ") on " + placement.to_string()));
+  return true;
+}
+
 // this rank's component, value_at(global linear index) at each element of its box.
 template <Element T, class F>
 GlobalTensor<T> generate(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp,
                          F value_at) {
-  check_global_layout(op, shape, placement, nd_sbp);
+  if (!start_factory<T>(op, shape, placement, nd_sbp)) return GlobalTensor<T>(shape, placement, nd_sbp, Tensor<T>());
   const int64_t me = rank();
-  if (!placement.contains(me)) return GlobalTensor<T>(shape, placement, nd_sbp, Tensor<T>());
-  note_op(placement.ranks(), std::make_shared<const OpIdentity>(std::string(op) + "(" + shape.to_string() + " " +
-                                                                std::string(to_string(dtype_of<T>)) + " " +
-                                                                nd_sbp.to_string() + ") on " + placement.to_string()));
   Box box = box_of(shape, placement, nd_sbp, me);
   // Computed on the host and copied to a device in one transfer: the values are those of a cpu
   // placement bit for bit (randn's log and cos included), whatever the device.
@@ -47,6 +55,21 @@ GlobalTensor<T> generate(std::string_view op, const Shape& shape, const Placemen
     }
   }
   return GlobalTensor<T>(shape, placement, nd_sbp, local.to(placement.device_type()));
+}
+
+// this rank's component of a tensor of one value: the value, or the partial layout's filler
+// (layout/partial.hpp), written where the piece lives (a fill on a device: no host copy).
+template <Element T>
+GlobalTensor<T> constant(std::string_view op, const Shape& shape, T value, const Placement& placement,
+                         const NdSbp& nd_sbp) {
+  if (!start_factory<T>(op, shape, placement, nd_sbp)) return GlobalTensor<T>(shape, placement, nd_sbp, Tensor<T>());
+  const int64_t me = rank();
+  const Box box = box_of(shape, placement, nd_sbp, me);
+  const T fill = holds_partial_value(placement, nd_sbp, me) ? value : reduce_identity<T>(filler_op(placement, nd_sbp, me));
+  const DeviceType device = placement.device_type();
+  Tensor<T> local(box.shape(), Storage::allocate_uninitialized(box.numel() * static_cast<int64_t>(sizeof(T)), device));
+  fill_elements(local.data(), device, box.numel(), &fill, sizeof(T));
+  return GlobalTensor<T>(shape, placement, nd_sbp, std::move(local));
 }
 
 // The local shapes of every rank of the placement, gathered over its communicator; throws on
@@ -70,15 +93,15 @@ void check_same_on_all_ranks(std::string_view op, const Placement& placement, co
 
 template <Element T>
 GlobalTensor<T> full(const Shape& shape, T value, const Placement& placement, const NdSbp& nd_sbp) {
-  return detail::generate<T>("full", shape, placement, nd_sbp, [value](int64_t) { return value; });
+  return detail::constant<T>("full", shape, value, placement, nd_sbp);
 }
 template <Element T>
 GlobalTensor<T> zeros(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
-  return detail::generate<T>("zeros", shape, placement, nd_sbp, [](int64_t) { return T{0}; });
+  return detail::constant<T>("zeros", shape, T{0}, placement, nd_sbp);
 }
 template <Element T>
 GlobalTensor<T> ones(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
-  return detail::generate<T>("ones", shape, placement, nd_sbp, [](int64_t) { return T{1}; });
+  return detail::constant<T>("ones", shape, T{1}, placement, nd_sbp);
 }
 template <Element T>
 GlobalTensor<T> arange(int64_t n, const Placement& placement, const NdSbp& nd_sbp) {
