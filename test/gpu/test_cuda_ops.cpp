@@ -7,7 +7,10 @@
 //     element (relative tolerance per op; a NaN where the cpu has none fails);
 //   - gradients of a small model (every backward rule's helper op) equal to the cpu ones;
 //   - rand/randn bit-equal to the cpu values;
-//   - a steady state of ops that makes no new device allocations.
+//   - a steady state of ops that makes no new device allocations;
+//   - a steady training step (MLP with an embedding, cross-entropy, Adam) that touches the host
+//     only to read its loss: no other host<->device copy, at most one synchronization, no
+//     device allocation (device_traffic(), device_allocator_stats()).
 // Exits 77 (meson: SKIP) where no CUDA device is usable.
 #include <cmath>
 #include <cstdio>
@@ -201,6 +204,49 @@ void steady_state_allocations(const Placement& cuda, Failures& f) {
           " device allocations in 20 repeated steps (expected 0: the caching allocator reuses blocks)");
 }
 
+// Forward, backward, optimizer step and the loss read of a small MLP: after warm-up, the loss
+// read is the only host<->device copy and the only host wait, and the caching allocator serves
+// every block. Every backward helper op runs on the device (no host staging).
+void training_step_stays_on_device(const Placement& cuda, Failures& f) {
+  const NdSbp s0(std::vector<Sbp>(cuda.mesh().ndim(), sbp::split(0)));
+  const NdSbp b(std::vector<Sbp>(cuda.mesh().ndim(), sbp::broadcast));
+  GlobalTensor<float> w1 = randn<float>({32, 64}, cuda, b, 1) * 0.1f, b1 = zeros<float>({64}, cuda, b),
+                      w2 = randn<float>({64, 10}, cuda, b, 2) * 0.1f, table = randn<float>({50, 64}, cuda, b, 3);
+  for (GlobalTensor<float>* p : {&w1, &b1, &w2, &table}) p->requires_grad_();
+  Adam<float> adam({w1, b1, w2, table}, AdamOptions{});
+  const GlobalTensor<float> x = randn<float>({64, 32}, cuda, s0, 4);
+  std::vector<int64_t> label_values(64), id_values(64);
+  for (int64_t i = 0; i < 64; ++i) label_values[i] = (i * 7) % 10, id_values[i] = (i * 13) % 50;
+  const GlobalTensor<int64_t> labels = from_host(Tensor<int64_t>::from_vector({64}, label_values), cuda, s0);
+  const GlobalTensor<int64_t> ids = from_host(Tensor<int64_t>::from_vector({64}, id_values), cuda, s0);
+  auto step = [&] {
+    const GlobalTensor<float> h = gelu(matmul(x, w1) + b1) + embedding(table, ids);
+    const GlobalTensor<float> loss = cross_entropy(matmul(tanh(h), w2), labels) + sum(max(h, {1})) * 1e-3f;
+    backward(loss);
+    adam.step();
+    adam.zero_grad();
+    return loss.full().to_vector()[0];  // the one read the step asks for
+  };
+  try {
+    for (int k = 0; k < 3; ++k) step();
+    synchronize();
+    reset_device_traffic();
+    const int64_t allocations = device_allocator_stats().raw_allocations;
+    step();
+    const DeviceTraffic t = device_traffic();
+    const std::string where = "training step on " + cuda.to_string() + ": ";
+    if (t.total.host_to_device_copies != 0 || t.total.device_to_host_copies != 1 || t.total.synchronizations > 1)
+      f.add(where + "expected only the loss read (1 device->host copy, <= 1 synchronization), got " + t.to_string());
+    for (const auto& [op, counts] : t.by_op)
+      if (op != DeviceTraffic::kNoOp) f.add(where + "op " + op + " touched the host: " + counts.to_string());
+    if (device_allocator_stats().raw_allocations != allocations)
+      f.add(where + std::to_string(device_allocator_stats().raw_allocations - allocations) +
+            " device allocations in a steady step (expected 0)");
+  } catch (const Error& e) {
+    f.add("training step on " + cuda.to_string() + ": " + e.what());
+  }
+}
+
 void run_all(int64_t world, Failures& f) {
   std::vector<int64_t> ranks(world);
   for (int64_t r = 0; r < world; ++r) ranks[r] = r;
@@ -218,6 +264,7 @@ void run_all(int64_t world, Failures& f) {
     random_bit_equal(p, f);
     boxing_on(p, f);
     steady_state_allocations(p, f);
+    training_step_stays_on_device(p, f);
   }
 }
 
