@@ -5,6 +5,8 @@
 //                       is the all-reduce of data parallelism
 //   --parallel tensor   Megatron: W1 S(1), W2 S(0); the P(sum) logits are reduced once
 //   --parallel 2d       (world/2, 2) mesh: data parallel on mesh axis 0, tensor on axis 1
+// --device cuda|cpu: where the placement is (default: cuda when a GPU is usable, else cpu; the
+// choice is printed at start). Several ranks on one GPU share it (host-staged collectives).
 // Options: --epochs N (3), --batch N (100), --hidden N (1024), --lr X (1e-3), --seed N (1),
 // --train-limit N (all), --test-limit N (all), --csv FILE (loss per step), --data DIR,
 // --steps N (stop after N steps in all), --save DIR (checkpoint at the end: parameters, Adam's
@@ -32,7 +34,7 @@ using examples::Dataset;
 namespace {
 
 struct Options {
-  std::string parallel = "2d", csv, data = examples::kFashionMnistDir, save, resume;
+  std::string parallel = "2d", csv, data = examples::kFashionMnistDir, save, resume, device;
   int64_t epochs = 3, batch = 100, hidden = 1024, train_limit = -1, test_limit = -1, max_steps = -1;
   uint64_t seed = 1;
   double lr = 1e-3;
@@ -46,6 +48,7 @@ Options parse(int argc, char** argv) {
     const std::string v = argv[++i];
     if (a == "--parallel") o.parallel = v;
     else if (a == "--csv") o.csv = v;
+    else if (a == "--device") o.device = v;
     else if (a == "--data") o.data = v;
     else if (a == "--save") o.save = v;
     else if (a == "--resume") o.resume = v;
@@ -59,6 +62,9 @@ Options parse(int argc, char** argv) {
     else if (a == "--lr") o.lr = std::stod(v);
     else SPSD_CHECK(false, "07_train_mlp", "unknown option ", a);
   }
+  SPSD_CHECK(o.device.empty() || o.device == "cpu" || o.device == "cuda", "07_train_mlp",
+             "--device must be cpu or cuda, got \"", o.device, "\"");
+  if (o.device.empty()) o.device = cuda_available() ? "cuda" : "cpu";
   return o;
 }
 
@@ -101,11 +107,11 @@ int main(int argc, char** argv) {
                              : examples::generated_dataset(o.train_limit > 0 ? o.train_limit : 6000, 7);
   const Dataset test = real ? examples::read_idx(o.data, "t10k", o.test_limit)
                             : examples::generated_dataset(o.test_limit > 0 ? o.test_limit : 1000, 8);
-  const examples::MlpLayouts l = examples::mlp_layouts(o.parallel, world_size());
+  const examples::MlpLayouts l = examples::mlp_layouts(o.parallel, world_size(), o.device);
   if (rank() == 0)
-    std::printf("%s: %lld train / %lld test samples; --parallel %s on %s\n  x %s, W1 %s, b1 %s, W2 %s, b2 %s\n",
+    std::printf("%s: %lld train / %lld test samples; --device %s --parallel %s on %s\n  x %s, W1 %s, b1 %s, W2 %s, b2 %s\n",
                 real ? "Fashion-MNIST" : "generated stand-in (dataset-fashion-mnist is not installed)",
-                static_cast<long long>(train.size()), static_cast<long long>(test.size()), o.parallel.c_str(),
+                static_cast<long long>(train.size()), static_cast<long long>(test.size()), o.device.c_str(), o.parallel.c_str(),
                 l.placement.to_string().c_str(), l.x.to_string().c_str(), l.w1.to_string().c_str(),
                 l.b1.to_string().c_str(), l.w2.to_string().c_str(), l.b2.to_string().c_str());
 

@@ -91,7 +91,7 @@ spsd::GlobalTensor<T> image_batch(const Dataset& d, const std::vector<int64_t>& 
   for (int64_t i = box.begin[0]; i < box.end[0]; ++i)
     for (int64_t j = box.begin[1]; j < box.end[1]; ++j)
       *out++ = (static_cast<T>(d.images[rows[i] * kPixels + j]) / T(255) - T(0.2860)) / T(0.3530);
-  return spsd::GlobalTensor<T>(shape, p, nd_sbp, std::move(local));
+  return spsd::GlobalTensor<T>(shape, p, nd_sbp, local.to(p.device_type()));
 }
 
 inline spsd::GlobalTensor<int64_t> label_batch(const Dataset& d, const std::vector<int64_t>& rows,
@@ -101,7 +101,7 @@ inline spsd::GlobalTensor<int64_t> label_batch(const Dataset& d, const std::vect
   const spsd::Box box = spsd::box_of(shape, p, nd_sbp, spsd::rank());
   spsd::Tensor<int64_t> local(box.shape());
   for (int64_t i = box.begin[0]; i < box.end[0]; ++i) local.data()[i - box.begin[0]] = d.labels[rows[i]];
-  return spsd::GlobalTensor<int64_t>(shape, p, nd_sbp, std::move(local));
+  return spsd::GlobalTensor<int64_t>(shape, p, nd_sbp, local.to(p.device_type()));
 }
 
 }  // namespace examples

@@ -23,24 +23,26 @@ struct MlpLayouts {
   spsd::NdSbp x, labels, w1, b1, w2, b2;
 };
 
-inline MlpLayouts mlp_layouts(const std::string& mode, const std::vector<int64_t>& ranks) {
+// device: "cpu" or "cuda", the placement's device type.
+inline MlpLayouts mlp_layouts(const std::string& mode, const std::vector<int64_t>& ranks,
+                              const std::string& device = "cpu") {
   using namespace spsd;
   const int64_t world = static_cast<int64_t>(ranks.size());
   const Sbp B = sbp::broadcast, S0 = sbp::split(0), S1 = sbp::split(1);
-  if (mode == "data") return {Placement("cpu", ranks), S0, S0, B, B, B, B};
-  if (mode == "tensor") return {Placement("cpu", ranks), B, B, S1, S0, S0, B};
+  if (mode == "data") return {Placement(device, ranks), S0, S0, B, B, B, B};
+  if (mode == "tensor") return {Placement(device, ranks), B, B, S1, S0, S0, B};
   if (mode == "2d") {
     SPSD_CHECK(world % 2 == 0, "mlp_layouts", "--parallel 2d needs an even number of ranks, got ", world);
-    return {Placement("cpu", ranks, Shape{world / 2, 2}), {S0, B}, {S0, B}, {B, S1}, {B, S0}, {B, S0}, {B, B}};
+    return {Placement(device, ranks, Shape{world / 2, 2}), {S0, B}, {S0, B}, {B, S1}, {B, S0}, {B, S0}, {B, B}};
   }
   throw Error("mlp_layouts: --parallel must be data, tensor or 2d, got \"" + mode + "\"");
 }
 
 // On ranks 0 .. world-1.
-inline MlpLayouts mlp_layouts(const std::string& mode, int world) {
+inline MlpLayouts mlp_layouts(const std::string& mode, int world, const std::string& device = "cpu") {
   std::vector<int64_t> ranks(world);
   for (int r = 0; r < world; ++r) ranks[r] = r;
-  return mlp_layouts(mode, ranks);
+  return mlp_layouts(mode, ranks, device);
 }
 
 template <std::floating_point T>
