@@ -9,6 +9,7 @@
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cpu/index.hpp"
+#include "spsd/kernel/cpu/optim.hpp"
 #include "spsd/kernel/cpu/permute.hpp"
 #include "spsd/kernel/cpu/reduce.hpp"
 #include "spsd/kernel/cpu/softmax.hpp"
@@ -18,6 +19,7 @@
 #include "spsd/kernel/cuda/elementwise.hpp"
 #include "spsd/kernel/cuda/gemm.hpp"
 #include "spsd/kernel/cuda/index.hpp"
+#include "spsd/kernel/cuda/optim.hpp"
 #include "spsd/kernel/cuda/permute.hpp"
 #include "spsd/kernel/cuda/reduce.hpp"
 #include "spsd/kernel/cuda/softmax.hpp"
@@ -105,6 +107,18 @@ template <Element T>
 void matmul(const Target& t, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
             const Shape& out_shape) {
   SPSD_ON_TARGET(t, matmul<T>, a, a_shape, b, b_shape, out, out_shape);
+}
+
+// Optimizer steps (kernel/cpu/optim.hpp)
+using cpu::AdamStep;
+using cpu::SgdStep;
+template <std::floating_point T>
+void sgd_step(const Target& t, T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<T>& s) {
+  SPSD_ON_TARGET(t, sgd_step<T>, p, g, momentum_buf, n, s);
+}
+template <std::floating_point T>
+void adam_step(const Target& t, T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<T>& s) {
+  SPSD_ON_TARGET(t, adam_step<T>, p, g, m, v, n, s);
 }
 
 #undef SPSD_ON_TARGET
