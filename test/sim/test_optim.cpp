@@ -2,7 +2,7 @@
 // against the element-wise formulas they replaced, kept here as global ops exactly as
 // optim.hpp wrote them: parameters and state equal within float rounding after several steps,
 // for every SGD and Adam variant, float and double, on 1, 2 and 4 simulated ranks and on B, S
-// and 2-d layouts (a parameter on a sub-placement too); state() is a snapshot; a
+// and 2-d layouts (a parameter on a sub-placement too); state() and load_state copy; a
 // hyper-parameter that differs between ranks is caught by the consistency check.
 #include <catch2/catch.hpp>
 #include <cmath>
@@ -209,7 +209,7 @@ TEST_CASE("optim: fused SGD, Adam and AdamW steps equal the element-wise formula
   CHECK(failures.empty());
 }
 
-TEST_CASE("optim: parameters are updated in place, with no graph recorded", "[autograd][optim]") {
+TEST_CASE("optim: parameters are updated in place and stay leaves; load_state copies", "[autograd][optim]") {
   Failures failures = spsd_test::on_simulated_ranks(2, [](Failures& f) {
     const Placement p = mesh_placement({2});
     auto w = randn<float>({4, 3}, p, sbp::split(0), 1).requires_grad_();
@@ -222,6 +222,13 @@ TEST_CASE("optim: parameters are updated in place, with no graph recorded", "[au
     if (after == w0) f.add("the model's copy did not see the step");
     if (model_copy.to_local().data() != w.to_local().data()) f.add("the step replaced the parameter's storage");
     if (!w.is_leaf() || !w.requires_grad()) f.add("the step changed the parameter's autograd state");
+    // load_state copies: the caller's tensors keep their values through later steps.
+    const GlobalTensor<float> momentum = ones<float>({4, 3}, p, sbp::broadcast);
+    SGD<float> sgd({w}, {.lr = 0.1, .momentum = 0.9});
+    sgd.load_state({{momentum}});
+    backward(sum(w * w));
+    sgd.step();
+    if (momentum.full().to_vector() != std::vector<float>(12, 1.0f)) f.add("SGD::step wrote into the loaded tensor");
   });
   INFO(failures.report());
   CHECK(failures.empty());
