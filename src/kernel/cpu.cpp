@@ -2,6 +2,7 @@
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cpu/index.hpp"
+#include "spsd/kernel/cpu/optim.hpp"
 #include "spsd/kernel/cpu/permute.hpp"
 #include "spsd/kernel/cpu/reduce.hpp"
 #include "spsd/kernel/cpu/softmax.hpp"
@@ -15,5 +16,6 @@ SPSD_FOR_EACH_ELEMENT(SPSD_CPU_GEMM_INSTANCES, )
 SPSD_FOR_EACH_ELEMENT(SPSD_CPU_INDEX_INSTANCES, )
 SPSD_FOR_EACH_ELEMENT(SPSD_CPU_PERMUTE_INSTANCES, )
 SPSD_FOR_EACH_FLOATING(SPSD_CPU_SOFTMAX_INSTANCES, )
+SPSD_FOR_EACH_FLOATING(SPSD_CPU_OPTIM_INSTANCES, )
 
 }  // namespace spsd::kernel::cpu

@@ -7,6 +7,7 @@
 //     element (relative tolerance per op; a NaN where the cpu has none fails);
 //   - gradients of a small model (every backward rule's helper op) equal to the cpu ones;
 //   - rand/randn bit-equal to the cpu values;
+//   - the fused optimizer steps (SGD, Adam, AdamW) giving the cpu parameters and state;
 //   - a steady state of ops that makes no new device allocations;
 //   - a steady training step (MLP with an embedding, cross-entropy, Adam) that touches the host
 //     only to read its loss: no other host<->device copy, at most one synchronization, no
@@ -16,7 +17,9 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "../sim/sim_helpers.hpp"
@@ -161,6 +164,47 @@ void backward_cpu_vs_cuda(const Placement& cuda, Failures& f) {
   }
 }
 
+// SGD (Nesterov, weight decay), Adam and AdamW with weight decay, float and double: 3 steps on
+// the same gradients on a cpu and a cuda placement (a B and an S(0) parameter); parameters and
+// state must agree (the cuda kernel may contract into fused multiply-adds: a few ulps).
+template <class T>
+void optimizers_cpu_vs_cuda(const Placement& cuda, Failures& f) {
+  const NdSbp b(std::vector<Sbp>(cuda.mesh().ndim(), sbp::broadcast));
+  const NdSbp s0(std::vector<Sbp>(cuda.mesh().ndim(), sbp::split(0)));
+  const double rtol = std::is_same_v<T, float> ? 1e-5 : 1e-12;
+  // Parameters, then state tensors, as host vectors.
+  auto train = [&](const Placement& p, int which) {
+    std::vector<GlobalTensor<T>> params = {randn<T>({6, 5}, p, b, 1).requires_grad_(),
+                                           randn<T>({7, 3}, p, s0, 2).requires_grad_()};
+    SGD<T> sgd(params, {.lr = 0.1, .momentum = 0.9, .weight_decay = 0.01, .nesterov = true});
+    Adam<T> adam(params, {.lr = 0.01, .weight_decay = 0.01});
+    AdamW<T> adamw(params, {.lr = 0.01, .weight_decay = 0.1});
+    for (int t = 1; t <= 3; ++t) {
+      for (size_t i = 0; i < params.size(); ++i)
+        params[i].autograd_meta()->grad = randn<T>(params[i].shape(), p, params[i].nd_sbp(), 10 * t + i).data();
+      which == 0 ? sgd.step() : which == 1 ? adam.step() : adamw.step();
+    }
+    std::vector<std::optional<GlobalTensor<T>>> state = sgd.state().momentum;
+    if (which == 1) state = adam.state().exp_avg_sq;
+    if (which == 2) state = adamw.state().exp_avg;
+    std::vector<std::vector<T>> out;
+    for (const GlobalTensor<T>& q : params) out.push_back(q.full().to_vector());
+    for (const auto& s : state) out.push_back(s ? s->full().to_vector() : std::vector<T>{});
+    return out;
+  };
+  for (int which = 0; which < 3; ++which) {
+    const std::string what = std::string(which == 0 ? "SGD" : which == 1 ? "Adam" : "AdamW") + " " +
+                             std::string(to_string(dtype_of<T>)) + " on " + cuda.to_string();
+    try {
+      const auto want = train(on(cuda, "cpu"), which), got = train(cuda, which);
+      for (size_t i = 0; i < want.size(); ++i)
+        expect_close(f, what + ": tensor " + std::to_string(i), got[i], want[i], rtol);
+    } catch (const Error& e) {
+      f.add(what + ": " + e.what());
+    }
+  }
+}
+
 void random_bit_equal(const Placement& cuda, Failures& f) {
   const Placement cpu = on(cuda, "cpu");
   const NdSbp s0(std::vector<Sbp>(cuda.mesh().ndim(), sbp::split(0)));
@@ -262,6 +306,8 @@ void run_all(int64_t world, Failures& f) {
     every_op_cpu_vs_cuda(p, f);
     backward_cpu_vs_cuda(p, f);
     random_bit_equal(p, f);
+    optimizers_cpu_vs_cuda<float>(p, f);
+    optimizers_cpu_vs_cuda<double>(p, f);
     boxing_on(p, f);
     steady_state_allocations(p, f);
     training_step_stays_on_device(p, f);

@@ -9,6 +9,7 @@
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cpu/index.hpp"
+#include "spsd/kernel/cpu/optim.hpp"
 #include "spsd/kernel/cpu/permute.hpp"
 #include "spsd/kernel/cpu/reduce.hpp"
 #include "spsd/kernel/cpu/softmax.hpp"
@@ -19,6 +20,7 @@
 #include "spsd/kernel/cuda/elementwise.hpp"
 #include "spsd/kernel/cuda/gemm.hpp"
 #include "spsd/kernel/cuda/index.hpp"
+#include "spsd/kernel/cuda/optim.hpp"
 #include "spsd/kernel/cuda/permute.hpp"
 #include "spsd/kernel/cuda/reduce.hpp"
 #include "spsd/kernel/cuda/softmax.hpp"
@@ -130,6 +132,18 @@ void embedding_grad(const Target& t, const T* g, const int64_t* indices, int64_t
 template <Element T>
 void pick_grad(const Target& t, const T* g, const int64_t* labels, int64_t n, int64_t c, T* out) {
   SPSD_ON_TARGET(t, pick_grad<T>, g, labels, n, c, out);
+}
+
+// Optimizer steps (kernel/cpu/optim.hpp)
+using cpu::AdamStep;
+using cpu::SgdStep;
+template <std::floating_point T>
+void sgd_step(const Target& t, T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<T>& s) {
+  SPSD_ON_TARGET(t, sgd_step<T>, p, g, momentum_buf, n, s);
+}
+template <std::floating_point T>
+void adam_step(const Target& t, T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<T>& s) {
+  SPSD_ON_TARGET(t, adam_step<T>, p, g, m, v, n, s);
 }
 
 #undef SPSD_ON_TARGET
