@@ -1,6 +1,15 @@
 // NCCL communicator. It is created nonblocking (config.blocking = 0): every NCCL call returns at
 // once and we poll its state, so creation and every collective are bounded by the runtime's
 // timeout and a dead or diverged peer ends in ncclCommAbort and an spsd::Error, never a hang.
+//
+// A collective is only enqueued: the comm stream waits for the compute stream (an event), runs
+// the NCCL group, and the compute stream waits for it (another event), so kernels launched later
+// read the results, and the host never blocks on NCCL. Each call's completion event is kept
+// until it is seen done. Every later call (and drain(), which the device runtime runs before the
+// host waits on a stream) first checks them: an asynchronous NCCL error, or a collective that has
+// not finished within the timeout of its start, aborts the communicator and raises Error there,
+// naming the collective. Buffers need no extra care: everything that may reuse a buffer runs on
+// the compute stream after the completion event, or on the comm stream after the collective.
 #include "nccl_communicator.hpp"
 
 #include <nccl.h>
@@ -8,6 +17,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <deque>
 #include <exception>
 #include <functional>
 #include <string>
@@ -58,7 +68,8 @@ struct Deadline {
 };
 
 // Device memory grown on demand and kept: cudaFree synchronizes the whole device, too costly per
-// call. Freeing while NCCL still reads it is impossible because every call completes before it returns.
+// call. The owner drains its pending collectives before growing it (cudaFree waits for them, but
+// without a bound).
 class DeviceScratch {
  public:
   explicit DeviceScratch(int device) : device_(device) {}
@@ -68,8 +79,9 @@ class DeviceScratch {
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
 
+  bool holds(int64_t bytes) const { return bytes <= bytes_; }
   void* get(int64_t bytes, std::string_view op) {
-    if (bytes <= bytes_) return data_;
+    if (holds(bytes)) return data_;
     ScopedDevice device(device_, op);
     if (data_) check_cuda(cudaFree(std::exchange(data_, nullptr)), op, "cudaFree of the scratch buffer");
     bytes_ = 0;
@@ -89,6 +101,7 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats, Communicator& bootstrap,
                    const DeviceStreams& streams, const std::chrono::milliseconds* timeout);
   ~NcclCommunicator() override;
+  void drain() override;
 
  protected:
   void do_all_reduce(const void* send, void* recv, int64_t count, DType, ReduceOp) override;
@@ -104,7 +117,14 @@ class NcclCommunicator final : public Communicator {
   void create(Communicator& bootstrap);
   // Orders one operation between the compute and comm streams: `calls` (NCCL calls) run inside
   // one NCCL group, `after` enqueues further work (device copies) on the comm stream behind them.
+  // Returns once it is enqueued; its completion event joins pending_.
   void run(const char* op, const std::function<void()>& calls, const std::function<void()>& after = {});
+  // Drops the pending collectives that finished; throws (from inside guarded: the communicator is
+  // aborted) on an asynchronous NCCL error, or when the oldest is past its deadline. When `wait`,
+  // polls until none is left.
+  void settle_pending(const char* op, bool wait);
+  // Scratch of at least bytes, after the collectives that may still use the old one.
+  void* scratch(int64_t bytes, const char* op);
   // Accepts ncclSuccess and ncclInProgress (the state of a nonblocking call still being posted).
   void check(ncclResult_t result, const char* op, std::string_view what);
   // check, then polls until a call that returned ncclInProgress is posted.
@@ -125,7 +145,15 @@ class NcclCommunicator final : public Communicator {
   ncclComm_t comm_ = nullptr;
   bool created_ = false;
   std::string broken_;  // why comm_ was aborted: every later call names it
-  Event before_, after_;
+  Event before_;
+  // Enqueued collectives not yet seen complete, oldest first, and events to reuse.
+  struct Pending {
+    const char* op;
+    Event done;
+    Deadline deadline;
+  };
+  std::deque<Pending> pending_;
+  std::vector<Event> spare_events_;
   DeviceScratch scratch_;
 };
 
@@ -158,7 +186,6 @@ void NcclCommunicator::create(Communicator& bootstrap) {
 
   ScopedDevice device(streams_.device, op);
   before_ = Event(op);
-  after_ = Event(op);
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // calls return at once (ncclInProgress) and we poll with a bound
   const Deadline deadline(*timeout_);
@@ -204,6 +231,7 @@ void NcclCommunicator::guarded(Body&& body) {
       (void)ncclCommAbort(comm_);
       comm_ = nullptr;
     }
+    pending_.clear();  // nothing enqueued on an aborted communicator will be waited for
     if (broken_.empty()) broken_ = e.what();
     throw;
   }
@@ -245,11 +273,54 @@ void NcclCommunicator::copy(void* dst, const void* src, int64_t elems, DType t, 
              concat("cudaMemcpyAsync of ", elems * size_of(t), " bytes device to device"));
 }
 
+void NcclCommunicator::settle_pending(const char* op, bool wait) {
+  const Clock::time_point spin_until = Clock::now() + std::chrono::microseconds(1000);
+  for (;;) {
+    ncclResult_t state = ncclSuccess;
+    check(ncclCommGetAsyncError(comm_, &state), op, "ncclCommGetAsyncError");
+    const char* during = pending_.empty() ? op : pending_.front().op;
+    if (state != ncclSuccess && state != ncclInProgress)
+      throw_error(during, "NCCL reported ", ncclGetErrorString(state), " on ", where(), last_error(),
+                  "; the NCCL communicator was aborted");
+    // ncclInProgress: a call is still being posted, nothing after it can be complete.
+    while (state == ncclSuccess && !pending_.empty() && pending_.front().done.done(op)) {
+      spare_events_.push_back(std::move(pending_.front().done));
+      pending_.pop_front();
+    }
+    if (pending_.empty()) return;
+    const Clock::time_point now = Clock::now();
+    const Deadline& oldest = pending_.front().deadline;
+    if (now >= oldest.at)
+      throw_error(pending_.front().op, "no completion within ", oldest.bound.count() / 1000.0, " s on ", where(),
+                  ": a rank died or diverged; the NCCL communicator was aborted");
+    if (!wait) return;
+    if (now >= spin_until) std::this_thread::yield();
+  }
+}
+
+void NcclCommunicator::drain() {
+  if (pending_.empty()) return;
+  SPSD_CHECK(comm_ != nullptr, "drain", where(),
+             " cannot be used: its NCCL communicator was aborted after an earlier failure: ", broken_);
+  guarded([&] {
+    ScopedDevice device(streams_.device, "drain");
+    settle_pending("drain", true);
+  });
+}
+
+void* NcclCommunicator::scratch(int64_t bytes, const char* op) {
+  // Reusing it needs nothing (the comm stream runs collectives in order; a compute-stream write
+  // comes after the last one's completion event); growing frees the old buffer.
+  if (!scratch_.holds(bytes)) drain();
+  return scratch_.get(bytes, op);
+}
+
 void NcclCommunicator::run(const char* op, const std::function<void()>& calls, const std::function<void()>& after) {
   SPSD_CHECK(comm_ != nullptr, op, where(),
              " cannot be used: its NCCL communicator was aborted after an earlier failure: ", broken_);
   guarded([&] {
     ScopedDevice device(streams_.device, op);
+    settle_pending(op, false);  // an earlier collective's failure surfaces here, at the latest
     const Deadline deadline(*timeout_);
     before_.record(streams_.compute, op);  // inputs written by earlier kernels on compute
     before_.make_wait(streams_.comm, op);
@@ -263,10 +334,16 @@ void NcclCommunicator::run(const char* op, const std::function<void()>& calls, c
     // Nothing else may go on the comm stream before the group is posted (NCCL's nonblocking rule).
     settle(ncclGroupEnd(), op, "ncclGroupEnd", deadline);
     if (after) after();
-    after_.record(streams_.comm, op);
-    after_.make_wait(streams_.compute, op);  // later kernels on compute read the results
-    // Host-synchronous for now (every failure surfaces here, within the timeout); a later issue makes it asynchronous.
-    poll(op, deadline, [&](ncclResult_t state) { return state == ncclSuccess && after_.done(op); });
+    Event done;
+    if (spare_events_.empty()) {
+      done = Event(op);
+    } else {
+      done = std::move(spare_events_.back());
+      spare_events_.pop_back();
+    }
+    done.record(streams_.comm, op);
+    done.make_wait(streams_.compute, op);  // later kernels on compute read the results
+    pending_.push_back({op, std::move(done), deadline});
   });
 }
 
@@ -299,7 +376,7 @@ void NcclCommunicator::do_reduce_scatter(const void* send, void* recv, std::span
   // our block. Cost: 2(n-1)/n of the input sent per member instead of the (n-1)/n of a
   // reduce-scatter, plus scratch the size of the input (grouped ncclReduce per root would send ~1x).
   const int64_t total = traffic::total(counts);
-  void* reduced = scratch_.get(total * size_of(t), name);
+  void* reduced = scratch(total * size_of(t), name);
   run(name,
       [&] { check(ncclAllReduce(send, reduced, total, type, reduce, comm_, streams_.comm), name, "ncclAllReduce"); },
       [&] { copy(recv, at(reduced, offset, t), mine, t, name); });
@@ -391,14 +468,15 @@ void NcclCommunicator::do_send_recv(std::span<const SendSpec> sends, std::span<c
       });
 }
 
-// A one-element all-reduce: completes on a member only once every member has joined it.
+// A one-element all-reduce, waited for: completes on a member only once every member has joined it.
 void NcclCommunicator::do_barrier() {
-  void* flag = scratch_.get(sizeof(int32_t), "barrier");
+  void* flag = scratch(sizeof(int32_t), "barrier");
   // Only the ordering matters, but sanitizers (initcheck) rightly flag reading unset memory.
   check_cuda(cudaMemsetAsync(flag, 0, sizeof(int32_t), streams_.compute), "barrier", "cudaMemsetAsync");
   run("barrier", [&] {
     check(ncclAllReduce(flag, flag, 1, ncclInt32, ncclSum, comm_, streams_.comm), "barrier", "ncclAllReduce");
   });
+  drain();
 }
 
 }  // namespace

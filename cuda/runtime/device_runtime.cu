@@ -17,6 +17,7 @@
 #include "../comm/nccl_communicator.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/runtime/runtime.hpp"
+#include "spsd/runtime/scheduler.hpp"
 
 namespace spsd::detail {
 
@@ -94,6 +95,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   }
 
   void synchronize() override {
+    drain_communicators();
     compute_.synchronize("synchronize");
     comm_.synchronize("synchronize");
   }
@@ -102,8 +104,10 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     // Unified addressing lets the driver tell host from device pointers; ordered on compute.
     check_cuda(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, streams_.compute), "copy",
                concat("copying ", bytes, " bytes ", to_string(src_device), " -> ", to_string(dst_device)));
-    if (dst_device == DeviceType::kCPU)
+    if (dst_device == DeviceType::kCPU) {
+      drain_communicators();
       check_cuda(cudaStreamSynchronize(streams_.compute), "copy", "waiting for a device -> host copy");
+    }
   }
 
   void zero_bytes(void* dst, int64_t bytes) override {
@@ -144,6 +148,15 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   }
 
  private:
+  // Before the host waits on a stream: the compute stream may wait for collectives still in
+  // flight, whose failure (a dead peer) must end in an Error within the timeout, not a hang. The
+  // communication worker is idle first (this thread must not use a communicator alongside it).
+  void drain_communicators() {
+    if (communicators_.empty()) return;
+    before_host_communication();
+    for (auto& [ranks, comm] : communicators_) comm->drain();
+  }
+
   Context& ctx_;
   Stream compute_, comm_;  // declared before the communicators, so destroyed after them
   DeviceStreams streams_;  // their handles, as the communicators take them

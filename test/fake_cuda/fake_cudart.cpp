@@ -31,9 +31,10 @@
 //   No stream priorities, no graph capture, no legacy-stream implicit synchronization: the null
 //   stream is an ordinary lazy queue of its own.
 //
-// Self-check (not a registered test): SPSD_FAKE_CUDA_BREAK=stream-wait makes cudaStreamWaitEvent do
-// nothing, SPSD_FAKE_CUDA_BREAK=sync makes cudaStreamSynchronize do nothing. fake-cuda-comm must then
-// report mismatches (NCCL path, resp. host-staged path); see test/fake_cuda/meson.build.
+// Self-check (registered as the should-fail tests fake-cuda-comm-no-event-waits and -no-syncs):
+// SPSD_FAKE_CUDA_BREAK=stream-wait makes cudaStreamWaitEvent do nothing, SPSD_FAKE_CUDA_BREAK=sync
+// makes cudaStreamSynchronize do nothing. fake-cuda-comm must then report mismatches (NCCL path,
+// resp. host-staged path); see test/fake_cuda/meson.build.
 #include <cuda_runtime.h>
 
 #include <cstdio>

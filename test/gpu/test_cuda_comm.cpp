@@ -11,10 +11,12 @@
 // the same program linked against fake libcudart/libnccl that run on the CPU (test/fake_cuda/), so
 // the communicators' host-side logic is tested on machines without a GPU. It then also runs
 //   (a') NCCL over the simulated ranks when each has its own (fake) device;
-//   (d) the failure paths: creation and call timeouts, an asynchronous NCCL error, a refused call,
+//   (d) the failure paths: creation and call timeouts (a collective is only enqueued: one that
+//       never finishes raises at drain()), an asynchronous NCCL error (at once, or at the call after
+//       the one in flight, naming that one), a refused call,
 //       a finalize that never ends, two members on one device, a member that cannot query its device.
 // Self-check: SPSD_FAKE_CUDA_BREAK=stream-wait (or =sync) breaks the fake's stream ordering and this
-// program must then report mismatches.
+// program must then report mismatches (the should-fail tests fake-cuda-comm-no-event-waits, -no-syncs).
 #include <cuda_runtime.h>
 
 #ifndef SPSD_FAKE_CUDA
@@ -354,17 +356,34 @@ Tally failure_paths(int devices) {
   fake_nccl_force_state(ncclSuccess);
   expect_aborts("creation timeout", aborts, 1);
 
-  // A collective that never completes: bounded, aborted, and every later call says why.
+  // A collective that never completes (a peer that never joins): the call returns once it is
+  // enqueued (nothing waits on the host), and drain() (or the next call) raises the error within
+  // the timeout, naming it; the communicator is aborted, and every later call says why.
   {
     auto c = make();
     all_reduce(*c);  // works before
     aborts = fake_nccl_aborts();
     fake_nccl_force_state(ncclInProgress);
-    expect_error("all_reduce timeout", {"all_reduce", "no completion within 0.1 s", "was aborted"}, [&] { all_reduce(*c); });
+    expect_error("all_reduce timeout", {"all_reduce", "no completion within 0.1 s", "was aborted"}, [&] {
+      all_reduce(*c);
+      c->drain();
+    });
     fake_nccl_force_state(ncclSuccess);
     expect_aborts("all_reduce timeout", aborts, 1);
     expect_error("call after an abort", {"cannot be used", "aborted after an earlier failure", "no completion"},
                  [&] { c->barrier(); });
+  }
+  // An asynchronous error while a collective is in flight: the next call raises it, naming that
+  // collective.
+  {
+    auto c = make();
+    aborts = fake_nccl_aborts();
+    all_reduce(*c);
+    fake_nccl_force_state(ncclRemoteError);
+    expect_error("error after a call", {"all_reduce", "NCCL reported remote process exited"},
+                 [&] { c->broadcast(buffer.get(), 64, DType::kFloat32, 0); });
+    fake_nccl_force_state(ncclSuccess);
+    expect_aborts("error after a call", aborts, 1);
   }
   // An asynchronous error (a peer died): raised at once, not as a timeout.
   {

@@ -60,6 +60,11 @@ class Communicator {
   // from a to b matches the j-th receive at b from a.
   void send_recv(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, DType);
   void barrier();
+  // Waits for the work this communicator enqueued on device streams and has not yet seen finish
+  // (a device communicator returns once its work is enqueued; a host one's calls complete before
+  // they return, and this does nothing), bounded by the runtime's timeout; throws that work's
+  // failure. Calls of a communicator must not overlap in time.
+  virtual void drain() {}
 
  protected:
   // Arguments are validated: counts has size() entries, peers and root are in range.
