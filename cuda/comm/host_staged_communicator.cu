@@ -1,6 +1,8 @@
 // Host-staged communicator: each call copies its device inputs into pinned host memory on the
-// compute stream, runs the same operation on the host communicator, and copies the results back.
-// Synchronous by construction: the pinned buffers are reused by the next call.
+// communication stream (after the kernels that wrote them: wait_for_inputs), runs the same
+// operation on the host communicator, and copies the results back on that stream. Synchronous by
+// construction (the host needs the data, and the pinned buffers are reused by the next call), but
+// it waits only for the comm stream, so kernels launched meanwhile keep the compute stream busy.
 #include "host_staged_communicator.hpp"
 
 #include <cuda_runtime.h>
@@ -64,9 +66,10 @@ class HostStagedCommunicator final : public Communicator {
   void do_barrier() override;
 
  private:
-  // (Each do_* first makes streams_.device current, so that no CUDA context is ever created on
-  // another device.) Enqueues a copy on the compute stream, so it runs after the kernels that wrote its source
-  // and before those enqueued after this call.
+  // Each do_* first makes streams_.device current (so that no CUDA context is ever created on
+  // another device) and orders the comm stream after the inputs' kernels: begin().
+  void begin(const char* op);
+  // Enqueues a copy on the comm stream.
   void enqueue_copy(void* dst, const void* src, int64_t elems, DType t, cudaMemcpyKind kind, const char* op);
   void synchronize(const char* op);
   // Device elements -> `buffer` (grown as needed), complete on return; the host copy's address.
@@ -77,19 +80,25 @@ class HostStagedCommunicator final : public Communicator {
   std::unique_ptr<Communicator> host_;
   DeviceStreams streams_;
   PinnedBuffer send_, recv_;
+  Event inputs_written_;  // created at the first call, on the device
 };
+
+void HostStagedCommunicator::begin(const char* op) {
+  if (!inputs_written_.get()) inputs_written_ = Event(op);
+  wait_for_inputs(streams_, inputs_written_, op);
+}
 
 void HostStagedCommunicator::enqueue_copy(void* dst, const void* src, int64_t elems, DType t, cudaMemcpyKind kind,
                                           const char* op) {
   if (elems == 0) return;
   const int64_t bytes = elems * size_of(t);
   const char* direction = kind == cudaMemcpyDeviceToHost ? " bytes device to host" : " bytes host to device";
-  check_cuda(cudaMemcpyAsync(dst, src, bytes, kind, streams_.compute), op,
+  check_cuda(cudaMemcpyAsync(dst, src, bytes, kind, streams_.comm), op,
              concat("cudaMemcpyAsync of ", bytes, direction));
 }
 
 void HostStagedCommunicator::synchronize(const char* op) {
-  check_cuda(cudaStreamSynchronize(streams_.compute), op, "cudaStreamSynchronize of the compute stream");
+  check_cuda(cudaStreamSynchronize(streams_.comm), op, "cudaStreamSynchronize of the communication stream");
 }
 
 char* HostStagedCommunicator::stage_in(PinnedBuffer& buffer, const void* device, int64_t elems, DType t,
@@ -108,6 +117,7 @@ void HostStagedCommunicator::stage_out(void* device, const void* host, int64_t e
 // Host send and recv are distinct buffers, so a device call in place (send == recv) needs nothing special.
 void HostStagedCommunicator::do_all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op) {
   ScopedDevice scope(streams_.device, "all_reduce");
+  begin("all_reduce");
   const char* in = stage_in(send_, send, count, t, "all_reduce");
   char* out = recv_.reserve(count * size_of(t), "all_reduce");
   host_->all_reduce(in, out, count, t, op);
@@ -117,6 +127,7 @@ void HostStagedCommunicator::do_all_reduce(const void* send, void* recv, int64_t
 void HostStagedCommunicator::do_reduce_scatter(const void* send, void* recv, std::span<const int64_t> counts, DType t,
                                                ReduceOp op) {
   ScopedDevice scope(streams_.device, "reduce_scatter");
+  begin("reduce_scatter");
   const int64_t mine = counts[rank()];
   const char* in = stage_in(send_, send, traffic::total(counts), t, "reduce_scatter");
   char* out = recv_.reserve(mine * size_of(t), "reduce_scatter");
@@ -126,6 +137,7 @@ void HostStagedCommunicator::do_reduce_scatter(const void* send, void* recv, std
 
 void HostStagedCommunicator::do_all_gather(const void* send, void* recv, std::span<const int64_t> counts, DType t) {
   ScopedDevice scope(streams_.device, "all_gather");
+  begin("all_gather");
   const int64_t total = traffic::total(counts);
   const char* in = stage_in(send_, send, counts[rank()], t, "all_gather");
   char* out = recv_.reserve(total * size_of(t), "all_gather");
@@ -137,6 +149,7 @@ void HostStagedCommunicator::do_all_gather(const void* send, void* recv, std::sp
 void HostStagedCommunicator::do_all_to_all(const void* send, std::span<const int64_t> send_counts, void* recv,
                                            std::span<const int64_t> recv_counts, DType t, bool uniform) {
   ScopedDevice scope(streams_.device, "all_to_all");
+  begin("all_to_all");
   const int64_t recv_total = traffic::total(recv_counts);
   const char* in = stage_in(send_, send, traffic::total(send_counts), t, "all_to_all");
   char* out = recv_.reserve(recv_total * size_of(t), "all_to_all");
@@ -150,6 +163,7 @@ void HostStagedCommunicator::do_all_to_all(const void* send, std::span<const int
 // Only the root's data travels down, and only the other members' buffers change.
 void HostStagedCommunicator::do_broadcast(void* buffer, int64_t count, DType t, int64_t root) {
   ScopedDevice scope(streams_.device, "broadcast");
+  begin("broadcast");
   const bool is_root = rank() == root;
   char* host =
       is_root ? stage_in(send_, buffer, count, t, "broadcast") : send_.reserve(count * size_of(t), "broadcast");
@@ -162,6 +176,7 @@ void HostStagedCommunicator::do_broadcast(void* buffer, int64_t count, DType t, 
 void HostStagedCommunicator::do_send_recv(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, DType t) {
   const char* op = "send_recv";
   ScopedDevice scope(streams_.device, op);
+  begin(op);
   int64_t send_total = 0, recv_total = 0;
   for (const SendSpec& s : sends) send_total += s.count;
   for (const RecvSpec& r : recvs) recv_total += r.count;

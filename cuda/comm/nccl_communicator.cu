@@ -322,8 +322,7 @@ void NcclCommunicator::run(const char* op, const std::function<void()>& calls, c
     ScopedDevice device(streams_.device, op);
     settle_pending(op, false);  // an earlier collective's failure surfaces here, at the latest
     const Deadline deadline(*timeout_);
-    before_.record(streams_.compute, op);  // inputs written by earlier kernels on compute
-    before_.make_wait(streams_.comm, op);
+    wait_for_inputs(streams_, before_, op);  // inputs written by earlier kernels on compute
     check(ncclGroupStart(), op, "ncclGroupStart");
     try {
       calls();

@@ -6,7 +6,10 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <functional>
 #include <map>
+#include <memory>
+#include <mutex>
 
 #include "../../src/runtime/context.hpp"
 #include "../../src/runtime/cuda_probe.hpp"
@@ -94,6 +97,18 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     check_cuda(cudaSetDevice(streams_.device), "communication stream", concat("binding to device ", streams_.device));
   }
 
+  std::function<void()> ordered_after_current_work(std::function<void()> run) override {
+    std::shared_ptr<Event> ready = take_event();
+    ready->record(streams_.compute, "communication");
+    return [run = std::move(run), ready = std::move(ready)] {
+      struct Scope {  // also when run throws
+        explicit Scope(cudaEvent_t e) { tls_inputs_ready = e; }
+        ~Scope() { tls_inputs_ready = nullptr; }
+      } scope(ready->get());
+      run();
+    };
+  }
+
   void synchronize() override {
     drain_communicators();
     compute_.synchronize("synchronize");
@@ -148,6 +163,27 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   }
 
  private:
+  // An event from the pool; it goes back when the last holder drops it (an event may be recorded
+  // again once the streams that wait for it were told to: they captured its state then).
+  std::shared_ptr<Event> take_event() {
+    std::unique_ptr<Event> e;
+    {
+      std::lock_guard lock(event_pool_->mutex);
+      if (!event_pool_->events.empty()) {
+        e = std::move(event_pool_->events.back());
+        event_pool_->events.pop_back();
+      }
+    }
+    if (!e) {
+      ScopedDevice on(streams_.device, "communication");
+      e = std::make_unique<Event>("communication");
+    }
+    return std::shared_ptr<Event>(e.release(), [pool = event_pool_](Event* used) {
+      std::lock_guard lock(pool->mutex);
+      pool->events.emplace_back(used);
+    });
+  }
+
   // Before the host waits on a stream: the compute stream may wait for collectives still in
   // flight, whose failure (a dead peer) must end in an Error within the timeout, not a hang. The
   // communication worker is idle first (this thread must not use a communicator alongside it).
@@ -163,6 +199,13 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   std::shared_ptr<DeviceAllocator> allocator_;
   CommStats staging_stats_;  // the host half of host-staged calls; counted once, in ctx_.stats
   std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> communicators_;
+  // Events of ordered_after_current_work, reused (the pool outlives the runtime while a queued
+  // instruction still holds one).
+  struct EventPool {
+    std::mutex mutex;
+    std::vector<std::unique_ptr<Event>> events;
+  };
+  std::shared_ptr<EventPool> event_pool_ = std::make_shared<EventPool>();
 };
 
 }  // namespace

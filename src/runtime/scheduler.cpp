@@ -44,6 +44,9 @@ void issue_comm(Instruction ins, Urgency urgency) {
   CommStream& s = stream(ctx);
   if (ctx.synchronous || (s.idle() && (urgency == Urgency::kNow || ins.bytes <= ctx.inline_bytes)))
     return s.run_inline(ins);
+  // Inline, the communicators order themselves after the compute stream as it is; queued, after
+  // the compute stream as it is now, at issue (on a GPU this is what lets backward overlap).
+  if (ctx.device) ins.run = ctx.device->ordered_after_current_work(std::move(ins.run));
   s.enqueue(std::move(ins));
 }
 

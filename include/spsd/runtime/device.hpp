@@ -4,6 +4,7 @@
 // that tensors and boxing need. In a build without CUDA, or where no device is usable, every
 // entry point that needs a device throws spsd::Error saying why.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -44,6 +45,10 @@ class DeviceRuntime {
   virtual void synchronize() = 0;
   // Makes this rank's device current on the calling thread (the communication worker's).
   virtual void bind_calling_thread() = 0;
+  // For communication queued now and run later by the worker: marks, now, the point on the
+  // compute stream where its inputs are written, and returns `run` wrapped so that its device
+  // collectives wait for that point only, not for the kernels the rank launches meanwhile.
+  virtual std::function<void()> ordered_after_current_work(std::function<void()> run) = 0;
   // The communicator that moves device buffers among these world ranks (NCCL when every rank
   // has its own GPU, else host-staged over the host backend); cached per rank set.
   virtual Communicator& communicator(const std::vector<int64_t>& world_ranks) = 0;
