@@ -130,10 +130,18 @@ void define_elementwise_rules(RuleTable& rules) {
 }
 
 void define_matmul_reduce_softmax_rules(RuleTable& rules) {
-  // c = a b: da = g b^T, db = a^T g (summed over broadcast batch axes).
+  // c = A B with A = op(a), B = op(b) (attrs [trans_a, trans_b], or none): dA = g B^T and
+  // dB = A^T g, and a transposed operand takes the transpose (da = dA^T = B g^T, db = g^T A),
+  // all as gemms with transpose flags: nothing is transposed in memory. Summed over broadcast
+  // batch axes.
   define_rule(rules, "matmul", [](const auto& a) {
-    if (a.wants(0)) a.set(0, sum_to(spsd::matmul(a.g(), spsd::transpose(a.x(1), -1, -2)), a.shape(0)));
-    if (a.wants(1)) a.set(1, sum_to(spsd::matmul(spsd::transpose(a.x(0), -1, -2), a.g()), a.shape(1)));
+    const bool ta = a.attrs().size() == 2 && a.attrs()[0] != 0, tb = a.attrs().size() == 2 && a.attrs()[1] != 0;
+    if (a.wants(0))
+      a.set(0, sum_to(ta ? matmul_transposed(a.x(1), a.g(), tb, true) : matmul_transposed(a.g(), a.x(1), false, !tb),
+                      a.shape(0)));
+    if (a.wants(1))
+      a.set(1, sum_to(tb ? matmul_transposed(a.g(), a.x(0), true, ta) : matmul_transposed(a.x(0), a.g(), !ta, false),
+                      a.shape(1)));
   });
   define_rule(rules, "sum", [](const auto& a) {
     a.set(0, expand(with_kept_axes(a.g(), a.shape(0), a.attrs()), a.shape(0)));

@@ -597,6 +597,22 @@ void test_backward_kernels() {
 
 // ---- matmul ----
 
+// x (..., r, c) as stored transposed, (..., c, r), and that shape.
+template <class T>
+std::vector<T> transposed_copy(const std::vector<T>& x, const Shape& s) {
+  const int64_t r = s[s.ndim() - 2], c = s[s.ndim() - 1], mats = r * c == 0 ? 0 : s.numel() / (r * c);
+  std::vector<T> out(x.size());
+  for (int64_t b = 0; b < mats; ++b)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) out[b * r * c + j * r + i] = x[b * r * c + i * c + j];
+  return out;
+}
+Shape swap_last_two(const Shape& s) {
+  std::vector<int64_t> d = s.dims();
+  std::swap(d[d.size() - 1], d[d.size() - 2]);
+  return Shape(d);
+}
+
 void test_matmul() {
   const std::vector<std::pair<Shape, Shape>> cases = {
       {{2, 3}, {3, 4}}, {{0, 3}, {3, 4}}, {{2, 0}, {0, 4}}, {{5, 3}, {3, 0}}, {{4, 2, 3}, {3, 5}},
@@ -610,19 +626,26 @@ void test_matmul() {
       const std::vector<T> a = random_values<T>(sa.numel()), b = random_values<T>(sb.numel());
       std::vector<T> want(so.numel());
       cpu::matmul<T>(a.data(), sa, b.data(), sb, want.data(), so);
-      const Dev<T> da(a), db(b);
-      Dev<T> out(so.numel());
-      gpu::matmul<T>(da.ptr, sa, db.ptr, sb, out.ptr, so, g_stream);
-      const std::string what = "matmul " + label + " " + sa.to_string() + " x " + sb.to_string();
-      if constexpr (std::is_floating_point_v<T>) {  // tolerance scaled by |a| @ |b|
-        std::vector<T> aa(a.size()), ab(b.size()), scale(so.numel());
+      std::vector<T> scale;  // tolerance scaled by |a| @ |b|
+      if constexpr (std::is_floating_point_v<T>) {
+        std::vector<T> aa(a.size()), ab(b.size());
+        scale.resize(so.numel());
         std::transform(a.begin(), a.end(), aa.begin(), [](T v) { return std::abs(v); });
         std::transform(b.begin(), b.end(), ab.begin(), [](T v) { return std::abs(v); });
         cpu::matmul<T>(aa.data(), sa, ab.data(), sb, scale.data(), so);
-        compare(what, out.get(), want, rtol, atol_of<T>(), scale);
-      } else {
-        compare(what, out.get(), want);
       }
+      // Every transpose flag: the operand stored transposed (cpu: the host copy made here).
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true}) {
+          const Dev<T> da(ta ? transposed_copy(a, sa) : a), db(tb ? transposed_copy(b, sb) : b);
+          Dev<T> out(so.numel());
+          gpu::matmul<T>(da.ptr, ta ? swap_last_two(sa) : sa, db.ptr, tb ? swap_last_two(sb) : sb, out.ptr, so, ta, tb,
+                         g_stream);
+          const std::string what = "matmul " + label + " " + sa.to_string() + (ta ? "^T" : "") + " x " +
+                                   sb.to_string() + (tb ? "^T" : "");
+          if constexpr (std::is_floating_point_v<T>) compare(what, out.get(), want, rtol, atol_of<T>(), scale);
+          else compare(what, out.get(), want);
+        }
     }
   };
   run.template operator()<float>("float32", 1e-5);

@@ -48,6 +48,13 @@ std::vector<GradCase> grad_cases() {
   std::vector<GradCase> c = {
       {"matmul", {m34, Shape{4, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }},
       {"matmul batched", {Shape{2, 3, 4}, Shape{4, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }},
+      // The flagged form backward rules use; its own rule covers every flag combination.
+      {"matmul a^T b^T", {Shape{4, 3}, Shape{2, 4}},
+       [](const Inputs& x) { return detail::matmul_transposed(x[0], x[1], true, true); }},
+      {"matmul batched a^T", {Shape{2, 4, 3}, Shape{4, 2}},
+       [](const Inputs& x) { return detail::matmul_transposed(x[0], x[1], true, false); }},
+      {"matmul b^T broadcast", {Shape{3, 4}, Shape{2, 2, 4}},
+       [](const Inputs& x) { return detail::matmul_transposed(x[0], x[1], false, true); }},
       {"add broadcast", {m34, Shape{4}}, [](const Inputs& x) { return x[0] + x[1]; }},
       {"sub broadcast", {m34, Shape{3, 1}}, [](const Inputs& x) { return x[0] - x[1]; }},
       {"mul", {m34, m34}, [](const Inputs& x) { return x[0] * x[1]; }},

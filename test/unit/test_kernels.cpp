@@ -176,6 +176,78 @@ TEST_CASE("kernels: matmul integer products wrap and bad shapes throw", "[kernel
   CHECK_THROWS_AS(kc::matmul<float>(f.data(), {3}, f.data(), {3, 2}, f.data(), {2}), Error);
 }
 
+// matmul with transpose flags: an operand stored transposed (last two axes swapped), read in
+// place, against the plain kernel on the materialized transpose. Integers exact; floats within
+// the tolerance above with |a| @ |b| for the magnitude (BLAS may sum in another order).
+
+// x (..., r, c) stored as (..., c, r).
+template <class T>
+std::vector<T> transposed_copy(const std::vector<T>& x, const Shape& s) {
+  const int64_t r = s[s.ndim() - 2], c = s[s.ndim() - 1], mats = r * c == 0 ? 0 : s.numel() / (r * c);
+  std::vector<T> out(x.size());
+  for (int64_t b = 0; b < mats; ++b)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) out[b * r * c + j * r + i] = x[b * r * c + i * c + j];
+  return out;
+}
+
+Shape swap_last_two(const Shape& s) {
+  std::vector<int64_t> d = s.dims();
+  std::swap(d[d.size() - 1], d[d.size() - 2]);
+  return Shape(d);
+}
+
+TEMPLATE_TEST_CASE("kernels: matmul with transpose flags equals matmul of the materialized transposes", "[kernels]",
+                   float, double, int32_t, int64_t) {
+  using T = TestType;
+  // (op(a), op(b)) shapes: 2-d, batched, broadcast batch dims, empty, and sizes past BLAS blocking.
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{3, 4}, {4, 5}},          {{2, 3, 4}, {4, 6}},    {{2, 1, 3, 4}, {5, 4, 6}}, {{3, 4}, {2, 4, 5}},
+      {{1, 3, 4}, {2, 4, 5}},    {{2, 3, 4}, {2, 4, 5}}, {{3, 0}, {0, 5}},          {{0, 3, 4}, {4, 5}},
+      {{33, 65}, {65, 17}},      {{1, 1}, {1, 1}},
+  };
+  uint32_t seed = 100;
+  for (const auto& [la, lb] : cases) {
+    const Shape os = [&] {
+      std::vector<int64_t> d = broadcast(kc::detail::batch_of(la), kc::detail::batch_of(lb)).dims();
+      d.insert(d.end(), {la[la.ndim() - 2], lb[lb.ndim() - 1]});
+      return Shape(d);
+    }();
+    const auto a = random_values<T>(la.numel(), seed += 2), b = random_values<T>(lb.numel(), seed + 1);
+    std::vector<T> want(os.numel()), scale(os.numel());
+    kc::matmul<T>(a.data(), la, b.data(), lb, want.data(), os);
+    if constexpr (std::is_floating_point_v<T>) {
+      std::vector<T> aa(a.size()), ab(b.size());
+      std::transform(a.begin(), a.end(), aa.begin(), [](T v) { return std::abs(v); });
+      std::transform(b.begin(), b.end(), ab.begin(), [](T v) { return std::abs(v); });
+      kc::matmul<T>(aa.data(), la, ab.data(), lb, scale.data(), os);
+    }
+    const int64_t k = la[la.ndim() - 1];
+    const double eps = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        const std::vector<T> sa = ta ? transposed_copy(a, la) : a, sb = tb ? transposed_copy(b, lb) : b;
+        std::vector<T> got(os.numel(), T(77));
+        kc::matmul<T>(sa.data(), ta ? swap_last_two(la) : la, sb.data(), tb ? swap_last_two(lb) : lb, got.data(), os,
+                      ta, tb);
+        for (int64_t i = 0; i < os.numel(); ++i) {
+          INFO(type_name<T>() << " op(a) " << la << " op(b) " << lb << " trans_a " << ta << " trans_b " << tb
+                              << " at " << i);
+          if constexpr (std::is_floating_point_v<T>) {
+            REQUIRE(std::abs(double(got[i]) - double(want[i])) <= eps * double(std::max<int64_t>(k, 1)) * scale[i]);
+          } else {
+            REQUIRE(got[i] == want[i]);
+          }
+        }
+      }
+  }
+  // Shapes are checked as read: a (2, 3) transposed is (3, 2), so (4, 2) does not fit it.
+  std::vector<T> f(64);
+  CHECK_THROWS_WITH(kc::matmul<T>(f.data(), {2, 3}, f.data(), {4, 2}, f.data(), {3, 2}, true, false),
+                    Catch::Contains("a (transposed) is (2, 3)") && Catch::Contains("inner dimensions differ"));
+  CHECK_NOTHROW(kc::matmul<T>(f.data(), {2, 3}, f.data(), {4, 2}, f.data(), {3, 4}, true, true));
+}
+
 // ---------------------------------------------------------------------------------------------
 // unary. Tolerance: |got - ref| <= tol * (1 + |ref|), ref from <cmath> in double; tol 2e-6
 // (float), 1e-14 (double). Integers exact.

@@ -106,8 +106,8 @@ void mark_out_of_range(const Target& t, const int64_t* indices, int64_t n, int64
 }
 template <Element T>
 void matmul(const Target& t, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
-            const Shape& out_shape) {
-  SPSD_ON_TARGET(t, matmul<T>, a, a_shape, b, b_shape, out, out_shape);
+            const Shape& out_shape, bool trans_a = false, bool trans_b = false) {
+  SPSD_ON_TARGET(t, matmul<T>, a, a_shape, b, b_shape, out, out_shape, trans_a, trans_b);
 }
 
 // Kernels only backward needs (autograd/grad_ops.hpp).
