@@ -62,15 +62,21 @@ void define_rule(RuleTable& rules, std::string_view op, Rule) {
   rules[op] = {&run_rule<Rule, float>, &run_rule<Rule, double>};
 }
 
-// g summed over the axes numpy broadcasting stretched, to an input of this shape.
+// g summed over the axes numpy broadcasting stretched, to an input of this shape: one
+// reduction. Only leading axes (a bias (C) under (N, C)): drop them (keepdim off); only
+// stretched size-1 axes: keep them. Both at once needs a reshape (a copy) after the sum.
 template <Element T>
 GlobalTensor<T> sum_to(const GlobalTensor<T>& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   const int64_t lead = g.shape().ndim() - shape.ndim();
   std::vector<int64_t> axes;
-  for (int64_t d = 0; d < g.shape().ndim(); ++d)
-    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) axes.push_back(d);
-  GlobalTensor<T> r = axes.empty() ? g : spsd::sum(g, axes, true);
+  bool stretched = false;
+  for (int64_t d = 0; d < g.shape().ndim(); ++d) {
+    const bool s = d >= lead && shape[d - lead] == 1 && g.shape()[d] != 1;
+    if (d < lead || s) axes.push_back(d);
+    stretched = stretched || s;
+  }
+  GlobalTensor<T> r = axes.empty() ? g : spsd::sum(g, axes, /*keepdim=*/stretched);
   return r.shape() == shape ? r : spsd::reshape(r, shape);
 }
 
