@@ -15,6 +15,7 @@
 
 #include "spsd/autograd/grad_ops.hpp"
 #include "spsd/autograd/node.hpp"
+#include "spsd/autograd/softmax_grad.hpp"
 #include "spsd/op/elementwise.hpp"
 #include "spsd/op/index.hpp"
 #include "spsd/op/matmul.hpp"
@@ -168,14 +169,25 @@ void define_matmul_reduce_softmax_rules(RuleTable& rules) {
       a.set(0, mask * (with_kept_axes(a.g(), x, a.attrs()) / ties));
     });
   }
+  // softmax and log_softmax: one fused kernel (autograd/softmax_grad.hpp) while the axis is
+  // whole on every rank; a split axis needs the row sum across ranks: the composed formula,
+  // whose sum over the split axis is a P(sum) the resolver all-reduces.
   define_rule(rules, "softmax", [](const auto& a) {  // dx = y (g - sum(g y))
     const int64_t axis = a.attrs()[0];
-    auto y = a.y();
-    a.set(0, y * (a.g() - spsd::sum(a.g() * y, {axis}, true)));
+    auto y = a.y(), g = a.g();
+    if (!splits_axis(y.nd_sbp(), axis) && !splits_axis(g.nd_sbp(), axis)) return a.set(0, softmax_grad(y, g, axis));
+    a.set(0, y * (g - spsd::sum(g * y, {axis}, true)));
   });
   define_rule(rules, "log_softmax", [](const auto& a) {  // dx = g - softmax * sum(g)
     const int64_t axis = a.attrs()[0];
-    a.set(0, a.g() - spsd::exp(a.y()) * spsd::sum(a.g(), {axis}, true));
+    auto y = a.y(), g = a.g();
+    if (!splits_axis(y.nd_sbp(), axis) && !splits_axis(g.nd_sbp(), axis)) return a.set(0, log_softmax_grad(y, g, axis));
+    a.set(0, g - spsd::exp(y) * spsd::sum(g, {axis}, true));
+  });
+  // Recorded as one node only where the class axis is whole (op/loss.hpp); else the composed
+  // ops recorded their own nodes.
+  define_rule(rules, "cross_entropy", [](const auto& a) {
+    if (a.wants(0)) a.set(0, cross_entropy_grad(a.x(0), a.indices(1), a.g()));
   });
 }
 

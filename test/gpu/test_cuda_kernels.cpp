@@ -351,6 +351,52 @@ void test_softmax() {
   run.template operator()<double>();
 }
 
+// Fused backward (softmax_backward, cross_entropy_backward) against the cpu kernels; y from the
+// cpu forward, so only the backward differs. Tolerance scaled by |g| (the row sum's terms).
+void test_softmax_backward() {
+  const std::vector<std::pair<Shape, int64_t>> cases = {
+      {{5}, 0}, {{3, 0}, 1}, {{4, 7}, 1}, {{4, 7}, 0}, {{2, 3, 5}, 1}, {{2, 1000}, 1}, {{1000, 3}, 0}, {{3, 4097}, 1}};
+  auto run = [&]<class T>() {
+    for (const auto& [shape, axis] : cases) {
+      const std::vector<T> x = random_values<T>(shape.numel(), -5, 5), g = random_values<T>(shape.numel());
+      for (bool log : {false, true}) {
+        std::vector<T> y(x.size()), want(x.size());
+        cpu::softmax<T>(x.data(), shape, axis, y.data(), log);
+        cpu::softmax_backward<T>(y.data(), g.data(), shape, axis, want.data(), log);
+        const Dev<T> dy(y), dg(g);
+        Dev<T> out(shape.numel());
+        gpu::softmax_backward<T>(dy.ptr, dg.ptr, shape, axis, out.ptr, log, g_stream);
+        const std::string what = std::string(log ? "log_softmax_backward " : "softmax_backward ") + tname<T>() + " " +
+                                 shape.to_string() + " axis " + std::to_string(axis);
+        const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+        const int64_t len = shape.ndim() ? shape[axis] : 1;
+        compare(what, out.get(), want, 0, tol * 3 * static_cast<double>(std::max<int64_t>(len, 1)));
+        Dev<T> inplace(g);
+        gpu::softmax_backward<T>(dy.ptr, inplace.ptr, shape, axis, inplace.ptr, log, g_stream);
+        compare(what + " in place", inplace.get(), want, 0, tol * 3 * static_cast<double>(std::max<int64_t>(len, 1)));
+      }
+    }
+    for (const auto& [rows, classes] : std::vector<std::pair<int64_t, int64_t>>{{4, 5}, {0, 3}, {3, 1}, {64, 1000}}) {
+      std::vector<T> logits = random_values<T>(rows * classes, -20, 20), g = {T(-1.5)};
+      std::vector<int64_t> labels(rows);
+      for (int64_t r = 0; r < rows; ++r) labels[r] = r == 1 ? classes : (r * 7) % classes;  // row 1 out of range
+      std::vector<T> want(logits.size());
+      cpu::cross_entropy_backward<T>(logits.data(), labels.data(), g.data(), rows, classes, rows + 2, want.data());
+      const Dev<T> dl(logits), dgr(g);
+      const Dev<int64_t> dlab(labels);
+      Dev<T> out(rows * classes);
+      gpu::cross_entropy_backward<T>(dl.ptr, dlab.ptr, dgr.ptr, rows, classes, rows + 2, out.ptr, g_stream);
+      compare("cross_entropy_backward " + tname<T>() + " " + std::to_string(rows) + "x" + std::to_string(classes),
+              out.get(), want, rtol_of<T>(), atol_of<T>());
+    }
+    Dev<T> tmp(1);
+    expect_error("softmax_backward bad axis",
+                 [&] { gpu::softmax_backward<T>(tmp.ptr, tmp.ptr, Shape{1}, 1, tmp.ptr, false, g_stream); });
+  };
+  run.template operator()<float>();
+  run.template operator()<double>();
+}
+
 // ---- permute, copy_region ----
 
 void test_permute() {
@@ -722,6 +768,7 @@ int main() {
   group("elementwise", test_elementwise);
   group("reduce", test_reduce);
   group("softmax", test_softmax);
+  group("softmax backward", test_softmax_backward);
   group("permute/copy_region", test_permute);
   group("copy", test_copy);
   group("index", test_index);

@@ -77,6 +77,7 @@ std::vector<GradCase> grad_cases() {
       {"min all", {m34}, [](const Inputs& x) { return min(x[0]); }},
       {"softmax", {m34}, [](const Inputs& x) { return softmax(x[0], 1); }},
       {"log_softmax", {m34}, [](const Inputs& x) { return log_softmax(x[0], 0); }},
+      {"softmax middle axis", {Shape{2, 3, 4}}, [](const Inputs& x) { return softmax(x[0], 1); }},
       {"transpose", {m34}, [](const Inputs& x) { return transpose(x[0], 0, 1); }},
       {"permute", {Shape{2, 3, 4}}, [](const Inputs& x) { return permute(x[0], {2, 0, 1}); }},
       {"reshape", {m34}, [](const Inputs& x) { return reshape(x[0], {2, 6}); }},

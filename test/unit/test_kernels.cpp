@@ -564,6 +564,82 @@ TEMPLATE_TEST_CASE("kernels: softmax along every axis matches the reference", "[
   CHECK_THROWS_AS(kc::softmax<T>(x.data(), {3}, 1, out.data(), false), Error);
 }
 
+// softmax_backward against the composed formulas in double: softmax dx = y (g - sum(g y)),
+// log_softmax dx = g - exp(y) sum(g), y from the forward kernel. Tolerance as softmax's, the
+// magnitude sum |g y| (or |g|) and |g| added to the reference's; in place (dx = g) identical.
+template <class T>
+void check_softmax_backward(const Shape& s, uint32_t seed) {
+  const auto x = random_values<T>(s.numel(), seed), g = random_values<T>(s.numel(), seed + 1);
+  const double tol = std::is_same_v<T, float> ? 4e-6 : 1e-14;
+  for (int64_t axis = 0; axis < s.ndim(); ++axis) {
+    for (bool log : {false, true}) {
+      std::vector<T> y(s.numel()), dx(s.numel(), T(-5));
+      kc::softmax<T>(x.data(), s, axis, y.data(), log);
+      kc::softmax_backward<T>(y.data(), g.data(), s, axis, dx.data(), log);
+      const int64_t len = s[axis];
+      int64_t inner = 1;
+      for (int64_t d = axis + 1; d < s.ndim(); ++d) inner *= s[d];
+      for (int64_t i = 0; i < s.numel(); ++i) {
+        const int64_t base = i - ((i / inner) % len) * inner;
+        double sum = 0, mag = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t e = base + j * inner;
+          sum += log ? double(g[e]) : double(g[e]) * double(y[e]);
+          mag += log ? std::abs(double(g[e])) : std::abs(double(g[e]) * double(y[e]));
+        }
+        const double ref = log ? double(g[i]) - std::exp(double(y[i])) * sum : double(y[i]) * (double(g[i]) - sum);
+        INFO(type_name<T>() << " " << s << " axis " << axis << " log " << log << " at " << i);
+        REQUIRE(std::abs(double(dx[i]) - ref) <= tol * (1 + std::abs(ref) + mag + std::abs(double(g[i]))));
+      }
+      std::vector<T> inplace = g;
+      kc::softmax_backward<T>(y.data(), inplace.data(), s, axis, inplace.data(), log);
+      CHECK(inplace == dx);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("kernels: softmax_backward along every axis matches the composed formulas", "[kernels]", float,
+                   double) {
+  using T = TestType;
+  const std::vector<Shape> shapes = {{7, 13}, {2, 3, 4}, {5}, {1, 1}, {3, 0}, {0, 3}, {4, 1, 3}, {3, 37, 2}, {2, 70}};
+  uint32_t seed = 1900;
+  for (const Shape& s : shapes) check_softmax_backward<T>(s, seed += 2);
+  std::vector<T> y(3), g(3);
+  CHECK_THROWS_WITH(kc::softmax_backward<T>(y.data(), g.data(), {3}, 1, g.data(), true),
+                    Catch::Contains("log_softmax_grad") && Catch::Contains("axis 1"));
+}
+
+// cross_entropy_backward against the composed formula in double: the gradient of
+// -mean(pick(log_softmax(x), labels)) * g is (softmax(x) - onehot) g / N (pick_grad then
+// log_softmax's backward), a zero row for an out-of-range label; N the whole batch's rows.
+TEMPLATE_TEST_CASE("kernels: cross_entropy_backward matches softmax - onehot", "[kernels]", float, double) {
+  using T = TestType;
+  const double tol = std::is_same_v<T, float> ? 2e-6 : 1e-14;
+  for (const auto& [rows, classes] : std::vector<std::pair<int64_t, int64_t>>{{4, 5}, {3, 1}, {2, 70}, {0, 3}}) {
+    auto x = random_values<T>(rows * classes, 40 + static_cast<uint32_t>(classes));
+    for (T& v : x) v *= T(30);  // exp overflows without the max shift
+    std::vector<int64_t> labels(rows);
+    for (int64_t r = 0; r < rows; ++r) labels[r] = (r * 7 + 1) % classes;
+    if (rows > 1) labels[1] = classes;  // out of range: no gradient
+    const T g = T(-1.5);
+    const int64_t total = rows + 3;  // this piece is part of a bigger batch
+    std::vector<T> dx(rows * classes, T(9));
+    kc::cross_entropy_backward<T>(x.data(), labels.data(), &g, rows, classes, total, dx.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < classes; ++j) mx = std::max(mx, double(x[r * classes + j]));
+      for (int64_t j = 0; j < classes; ++j) sum += std::exp(double(x[r * classes + j]) - mx);
+      const bool valid = labels[r] >= 0 && labels[r] < classes;
+      for (int64_t j = 0; j < classes; ++j) {
+        const double p = std::exp(double(x[r * classes + j]) - mx) / sum;
+        const double ref = valid ? (p - (j == labels[r] ? 1.0 : 0.0)) * double(g) / double(total) : 0.0;
+        INFO(type_name<T>() << " rows " << rows << " classes " << classes << " at (" << r << ", " << j << ")");
+        REQUIRE(std::abs(double(dx[r * classes + j]) - ref) <= tol * std::abs(double(g)) / double(total));
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // permute and copy_region: pure data movement, exact.
 

@@ -146,6 +146,19 @@ void adam_step(const Target& t, T* p, const T* g, T* m, T* v, int64_t n, const A
   SPSD_ON_TARGET(t, adam_step<T>, p, g, m, v, n, s);
 }
 
+// Fused softmax / log_softmax backward (autograd/softmax_grad.hpp).
+template <Element T>
+  requires std::floating_point<T>
+void softmax_backward(const Target& t, const T* y, const T* g, const Shape& shape, int64_t axis, T* dx, bool log) {
+  SPSD_ON_TARGET(t, softmax_backward<T>, y, g, shape, axis, dx, log);
+}
+template <Element T>
+  requires std::floating_point<T>
+void cross_entropy_backward(const Target& t, const T* logits, const int64_t* labels, const T* g, int64_t rows,
+                            int64_t classes, int64_t total_rows, T* dx) {
+  SPSD_ON_TARGET(t, cross_entropy_backward<T>, logits, labels, g, rows, classes, total_rows, dx);
+}
+
 #undef SPSD_ON_TARGET
 
 // The index of the first zero among x[0, n), or -1 (integer division checks its divisor); on a
