@@ -1,5 +1,6 @@
-// matmul on the device. float/double: cuBLAS strided-batched gemm; a row-major C = A B is the
-// column-major C^T = B^T A^T, so the operands are passed swapped and nothing is transposed.
+// matmul on the device. float/double: cuBLAS strided-batched gemm; a row-major C = op(A) op(B)
+// is the column-major C^T = op(B)^T op(A)^T, so the operands are passed swapped, each with
+// CUBLAS_OP_T where it is stored transposed, and nothing is copied.
 // Broadcast batch dims are collapsed; the innermost becomes cuBLAS's batch (stride 0 where an
 // operand broadcasts), any outer ones a host loop. Integers: a shared-memory tiled kernel whose
 // wrapping sums equal the cpu's int_gemm exactly (wrapping arithmetic is associative).
@@ -75,30 +76,36 @@ std::atomic<bool>& tf32_flag() {
   return flag;
 }
 
-// count products c_i (m, n) = a_i (m, k) b_i (k, n), operand i at i * stride (row-major).
+// count products c_i (m, n) = op(a_i) (m, k) op(b_i) (k, n), operand i at i * stride
+// (row-major); a_i stored (k, m) when ta, b_i stored (n, k) when tb. In cuBLAS's column-major
+// view a stored row-major (r, c) matrix is its transpose, so c^T = op(b)^T op(a)^T takes b
+// first with OP_T exactly where it is stored transposed.
 template <class T>
 void gemm_batched(cublasHandle_t h, const T* a, int64_t sa, const T* b, int64_t sb, T* c, int64_t sc, int64_t m,
-                  int64_t n, int64_t k, int64_t count) {
+                  int64_t n, int64_t k, int64_t count, bool ta, bool tb) {
   const T one = 1, zero = 0;
   const int im = blas_int(m), in = blas_int(n), ik = blas_int(k), ic = blas_int(count);
+  const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int lda = ta ? im : ik, ldb = tb ? ik : in;
   if constexpr (std::is_same_v<T, float>) {
-    check_cublas(cublasSgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, in, im, ik, &one, b, in, sb, a, ik, sa, &zero,
-                                           c, in, sc, ic),
+    check_cublas(cublasSgemmStridedBatched(h, op_b, op_a, in, im, ik, &one, b, ldb, sb, a, lda, sa, &zero, c, in, sc,
+                                           ic),
                  "cublasSgemmStridedBatched");
   } else {
-    check_cublas(cublasDgemmStridedBatched(h, CUBLAS_OP_N, CUBLAS_OP_N, in, im, ik, &one, b, in, sb, a, ik, sa, &zero,
-                                           c, in, sc, ic),
+    check_cublas(cublasDgemmStridedBatched(h, op_b, op_a, in, im, ik, &one, b, ldb, sb, a, lda, sa, &zero, c, in, sc,
+                                           ic),
                  "cublasDgemmStridedBatched");
   }
 }
 
 constexpr int kIntTile = 16;
 
-// c_bt = a_bt b_bt for batch bt, its a and b offsets from batch; one 16x16 output tile per
-// block, k walked in 16-wide slabs staged in shared memory.
+// c_bt = op(a_bt) op(b_bt) for batch bt, its a and b offsets from batch; one 16x16 output tile
+// per block, k walked in 16-wide slabs staged in shared memory (a stored (k, m) when ta, b
+// stored (n, k) when tb: only the loads' indexing changes).
 template <class T>
 __global__ void int_gemm_kernel(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, int64_t batches,
-                                Strided<2> batch) {
+                                Strided<2> batch, bool ta, bool tb) {
   __shared__ T as[kIntTile][kIntTile], bs[kIntTile][kIntTile];
   const int tx = threadIdx.x, ty = threadIdx.y;
   const int64_t row_tiles = (m + kIntTile - 1) / kIntTile, col_tiles = (n + kIntTile - 1) / kIntTile;
@@ -112,8 +119,9 @@ __global__ void int_gemm_kernel(const T* a, const T* b, T* c, int64_t m, int64_t
         const int64_t i = ti * kIntTile + ty, j = tj * kIntTile + tx;
         T acc = 0;
         for (int64_t p0 = 0; p0 < k; p0 += kIntTile) {
-          as[ty][tx] = (i < m && p0 + tx < k) ? pa[i * k + p0 + tx] : T{0};
-          bs[ty][tx] = (p0 + ty < k && j < n) ? pb[(p0 + ty) * n + j] : T{0};
+          const int64_t pa_col = p0 + tx, pb_row = p0 + ty;
+          as[ty][tx] = (i < m && pa_col < k) ? pa[ta ? pa_col * m + i : i * k + pa_col] : T{0};
+          bs[ty][tx] = (pb_row < k && j < n) ? pb[tb ? j * k + pb_row : pb_row * n + j] : T{0};
           __syncthreads();
           for (int p = 0; p < kIntTile; ++p) acc = wrap_add(acc, wrap_mul(as[ty][p], bs[p][tx]));
           __syncthreads();
@@ -131,17 +139,8 @@ bool allow_tf32() { return detail::tf32_flag().load(); }
 
 template <Element T>
 void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out, const Shape& out_shape,
-            void* stream) {
-  SPSD_CHECK(a_shape.ndim() >= 2 && b_shape.ndim() >= 2, "matmul", "needs matrices (2 or more axes): a is ", a_shape,
-             ", b is ", b_shape);
-  const int64_t m = a_shape[a_shape.ndim() - 2], k = a_shape[a_shape.ndim() - 1], n = b_shape[b_shape.ndim() - 1];
-  SPSD_CHECK(b_shape[b_shape.ndim() - 2] == k, "matmul", "inner dimensions differ: a is ", a_shape, ", b is ",
-             b_shape);
-  const Shape batch_a = cpu::detail::batch_of(a_shape), batch_b = cpu::detail::batch_of(b_shape);
-  std::vector<int64_t> want = cpu::detail::broadcast_shape("matmul", batch_a, batch_b).dims();
-  want.insert(want.end(), {m, n});
-  SPSD_CHECK(Shape(want) == out_shape, "matmul", "output shape ", out_shape, " should be ", Shape(want), " for a ",
-             a_shape, " and b ", b_shape);
+            bool trans_a, bool trans_b, void* stream) {
+  const auto [m, n, k, batch_a, batch_b] = cpu::detail::gemm_dims(a_shape, b_shape, out_shape, trans_a, trans_b);
   const int64_t total = out_shape.numel();
   if (total == 0) return;
   if (k == 0) {  // an empty sum
@@ -158,9 +157,9 @@ void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, 
 
   if constexpr (std::is_floating_point_v<T>) {
     cublasHandle_t h = detail::handle_for(s, std::is_same_v<T, float> && allow_tf32());
-    // b shared by every batch and a dense over them: one (batches*m, k) x (k, n) product.
-    if (batch_b.numel() == 1 && batch_a.numel() == batches && batches * m <= INT_MAX) {
-      detail::gemm_batched(h, a, 0, b, 0, out, 0, batches * m, n, k, 1);
+    // b shared by every batch and a dense (untransposed) over them: one (batches*m, k) x (k, n).
+    if (!trans_a && batch_b.numel() == 1 && batch_a.numel() == batches && batches * m <= INT_MAX) {
+      detail::gemm_batched(h, a, 0, b, 0, out, 0, batches * m, n, k, 1, false, trans_b);
       return;
     }
     // The innermost collapsed batch dim is cuBLAS's batch; the outer ones loop here.
@@ -174,7 +173,8 @@ void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, 
         ob += (rest % c.dims[d]) * c.strides[1][d];
         rest /= c.dims[d];
       }
-      detail::gemm_batched(h, a + oa, sa_in, b + ob, sb_in, out + o * count * m * n, m * n, m, n, k, count);
+      detail::gemm_batched(h, a + oa, sa_in, b + ob, sb_in, out + o * count * m * n, m * n, m, n, k, count,
+                           trans_a, trans_b);
     }
   } else {
     const auto batch = detail::make_strided<2>("matmul", c.dims, c.strides);
@@ -182,13 +182,13 @@ void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, 
                     detail::grid_dim((m + detail::kIntTile - 1) / detail::kIntTile, 65535),
                     detail::grid_dim(batches, 65535));
     detail::int_gemm_kernel<T><<<grid, dim3(detail::kIntTile, detail::kIntTile), 0, s>>>(a, b, out, m, n, k, batches,
-                                                                                         batch);
+                                                                                         batch, trans_a, trans_b);
     detail::check_launch("matmul");
   }
 }
 
 #define SPSD_INSTANTIATE(T) \
-  template void matmul<T>(const T*, const Shape&, const T*, const Shape&, T*, const Shape&, void*);
+  template void matmul<T>(const T*, const Shape&, const T*, const Shape&, T*, const Shape&, bool, bool, void*);
 SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
 #undef SPSD_INSTANTIATE
 

@@ -15,6 +15,7 @@
 
 #include "spsd/autograd/grad_ops.hpp"
 #include "spsd/autograd/node.hpp"
+#include "spsd/autograd/softmax_grad.hpp"
 #include "spsd/op/elementwise.hpp"
 #include "spsd/op/index.hpp"
 #include "spsd/op/matmul.hpp"
@@ -62,15 +63,21 @@ void define_rule(RuleTable& rules, std::string_view op, Rule) {
   rules[op] = {&run_rule<Rule, float>, &run_rule<Rule, double>};
 }
 
-// g summed over the axes numpy broadcasting stretched, to an input of this shape.
+// g summed over the axes numpy broadcasting stretched, to an input of this shape: one
+// reduction. Only leading axes (a bias (C) under (N, C)): drop them (keepdim off); only
+// stretched size-1 axes: keep them. Both at once needs a reshape (a copy) after the sum.
 template <Element T>
 GlobalTensor<T> sum_to(const GlobalTensor<T>& g, const Shape& shape) {
   if (g.shape() == shape) return g;
   const int64_t lead = g.shape().ndim() - shape.ndim();
   std::vector<int64_t> axes;
-  for (int64_t d = 0; d < g.shape().ndim(); ++d)
-    if (d < lead || (shape[d - lead] == 1 && g.shape()[d] != 1)) axes.push_back(d);
-  GlobalTensor<T> r = axes.empty() ? g : spsd::sum(g, axes, true);
+  bool stretched = false;
+  for (int64_t d = 0; d < g.shape().ndim(); ++d) {
+    const bool s = d >= lead && shape[d - lead] == 1 && g.shape()[d] != 1;
+    if (d < lead || s) axes.push_back(d);
+    stretched = stretched || s;
+  }
+  GlobalTensor<T> r = axes.empty() ? g : spsd::sum(g, axes, /*keepdim=*/stretched);
   return r.shape() == shape ? r : spsd::reshape(r, shape);
 }
 
@@ -130,10 +137,18 @@ void define_elementwise_rules(RuleTable& rules) {
 }
 
 void define_matmul_reduce_softmax_rules(RuleTable& rules) {
-  // c = a b: da = g b^T, db = a^T g (summed over broadcast batch axes).
+  // c = A B with A = op(a), B = op(b) (attrs [trans_a, trans_b], or none): dA = g B^T and
+  // dB = A^T g, and a transposed operand takes the transpose (da = dA^T = B g^T, db = g^T A),
+  // all as gemms with transpose flags: nothing is transposed in memory. Summed over broadcast
+  // batch axes.
   define_rule(rules, "matmul", [](const auto& a) {
-    if (a.wants(0)) a.set(0, sum_to(spsd::matmul(a.g(), spsd::transpose(a.x(1), -1, -2)), a.shape(0)));
-    if (a.wants(1)) a.set(1, sum_to(spsd::matmul(spsd::transpose(a.x(0), -1, -2), a.g()), a.shape(1)));
+    const bool ta = a.attrs().size() == 2 && a.attrs()[0] != 0, tb = a.attrs().size() == 2 && a.attrs()[1] != 0;
+    if (a.wants(0))
+      a.set(0, sum_to(ta ? matmul_transposed(a.x(1), a.g(), tb, true) : matmul_transposed(a.g(), a.x(1), false, !tb),
+                      a.shape(0)));
+    if (a.wants(1))
+      a.set(1, sum_to(tb ? matmul_transposed(a.g(), a.x(0), true, ta) : matmul_transposed(a.x(0), a.g(), !ta, false),
+                      a.shape(1)));
   });
   define_rule(rules, "sum", [](const auto& a) {
     a.set(0, expand(with_kept_axes(a.g(), a.shape(0), a.attrs()), a.shape(0)));
@@ -154,14 +169,25 @@ void define_matmul_reduce_softmax_rules(RuleTable& rules) {
       a.set(0, mask * (with_kept_axes(a.g(), x, a.attrs()) / ties));
     });
   }
+  // softmax and log_softmax: one fused kernel (autograd/softmax_grad.hpp) while the axis is
+  // whole on every rank; a split axis needs the row sum across ranks: the composed formula,
+  // whose sum over the split axis is a P(sum) the resolver all-reduces.
   define_rule(rules, "softmax", [](const auto& a) {  // dx = y (g - sum(g y))
     const int64_t axis = a.attrs()[0];
-    auto y = a.y();
-    a.set(0, y * (a.g() - spsd::sum(a.g() * y, {axis}, true)));
+    auto y = a.y(), g = a.g();
+    if (!splits_axis(y.nd_sbp(), axis) && !splits_axis(g.nd_sbp(), axis)) return a.set(0, softmax_grad(y, g, axis));
+    a.set(0, y * (g - spsd::sum(g * y, {axis}, true)));
   });
   define_rule(rules, "log_softmax", [](const auto& a) {  // dx = g - softmax * sum(g)
     const int64_t axis = a.attrs()[0];
-    a.set(0, a.g() - spsd::exp(a.y()) * spsd::sum(a.g(), {axis}, true));
+    auto y = a.y(), g = a.g();
+    if (!splits_axis(y.nd_sbp(), axis) && !splits_axis(g.nd_sbp(), axis)) return a.set(0, log_softmax_grad(y, g, axis));
+    a.set(0, g - spsd::exp(y) * spsd::sum(g, {axis}, true));
+  });
+  // Recorded as one node only where the class axis is whole (op/loss.hpp); else the composed
+  // ops recorded their own nodes.
+  define_rule(rules, "cross_entropy", [](const auto& a) {
+    if (a.wants(0)) a.set(0, cross_entropy_grad(a.x(0), a.indices(1), a.g()));
   });
 }
 

@@ -351,6 +351,52 @@ void test_softmax() {
   run.template operator()<double>();
 }
 
+// Fused backward (softmax_backward, cross_entropy_backward) against the cpu kernels; y from the
+// cpu forward, so only the backward differs. Tolerance scaled by |g| (the row sum's terms).
+void test_softmax_backward() {
+  const std::vector<std::pair<Shape, int64_t>> cases = {
+      {{5}, 0}, {{3, 0}, 1}, {{4, 7}, 1}, {{4, 7}, 0}, {{2, 3, 5}, 1}, {{2, 1000}, 1}, {{1000, 3}, 0}, {{3, 4097}, 1}};
+  auto run = [&]<class T>() {
+    for (const auto& [shape, axis] : cases) {
+      const std::vector<T> x = random_values<T>(shape.numel(), -5, 5), g = random_values<T>(shape.numel());
+      for (bool log : {false, true}) {
+        std::vector<T> y(x.size()), want(x.size());
+        cpu::softmax<T>(x.data(), shape, axis, y.data(), log);
+        cpu::softmax_backward<T>(y.data(), g.data(), shape, axis, want.data(), log);
+        const Dev<T> dy(y), dg(g);
+        Dev<T> out(shape.numel());
+        gpu::softmax_backward<T>(dy.ptr, dg.ptr, shape, axis, out.ptr, log, g_stream);
+        const std::string what = std::string(log ? "log_softmax_backward " : "softmax_backward ") + tname<T>() + " " +
+                                 shape.to_string() + " axis " + std::to_string(axis);
+        const double tol = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+        const int64_t len = shape.ndim() ? shape[axis] : 1;
+        compare(what, out.get(), want, 0, tol * 3 * static_cast<double>(std::max<int64_t>(len, 1)));
+        Dev<T> inplace(g);
+        gpu::softmax_backward<T>(dy.ptr, inplace.ptr, shape, axis, inplace.ptr, log, g_stream);
+        compare(what + " in place", inplace.get(), want, 0, tol * 3 * static_cast<double>(std::max<int64_t>(len, 1)));
+      }
+    }
+    for (const auto& [rows, classes] : std::vector<std::pair<int64_t, int64_t>>{{4, 5}, {0, 3}, {3, 1}, {64, 1000}}) {
+      std::vector<T> logits = random_values<T>(rows * classes, -20, 20), g = {T(-1.5)};
+      std::vector<int64_t> labels(rows);
+      for (int64_t r = 0; r < rows; ++r) labels[r] = r == 1 ? classes : (r * 7) % classes;  // row 1 out of range
+      std::vector<T> want(logits.size());
+      cpu::cross_entropy_backward<T>(logits.data(), labels.data(), g.data(), rows, classes, rows + 2, want.data());
+      const Dev<T> dl(logits), dgr(g);
+      const Dev<int64_t> dlab(labels);
+      Dev<T> out(rows * classes);
+      gpu::cross_entropy_backward<T>(dl.ptr, dlab.ptr, dgr.ptr, rows, classes, rows + 2, out.ptr, g_stream);
+      compare("cross_entropy_backward " + tname<T>() + " " + std::to_string(rows) + "x" + std::to_string(classes),
+              out.get(), want, rtol_of<T>(), atol_of<T>());
+    }
+    Dev<T> tmp(1);
+    expect_error("softmax_backward bad axis",
+                 [&] { gpu::softmax_backward<T>(tmp.ptr, tmp.ptr, Shape{1}, 1, tmp.ptr, false, g_stream); });
+  };
+  run.template operator()<float>();
+  run.template operator()<double>();
+}
+
 // ---- permute, copy_region ----
 
 void test_permute() {
@@ -597,6 +643,22 @@ void test_backward_kernels() {
 
 // ---- matmul ----
 
+// x (..., r, c) as stored transposed, (..., c, r), and that shape.
+template <class T>
+std::vector<T> transposed_copy(const std::vector<T>& x, const Shape& s) {
+  const int64_t r = s[s.ndim() - 2], c = s[s.ndim() - 1], mats = r * c == 0 ? 0 : s.numel() / (r * c);
+  std::vector<T> out(x.size());
+  for (int64_t b = 0; b < mats; ++b)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) out[b * r * c + j * r + i] = x[b * r * c + i * c + j];
+  return out;
+}
+Shape swap_last_two(const Shape& s) {
+  std::vector<int64_t> d = s.dims();
+  std::swap(d[d.size() - 1], d[d.size() - 2]);
+  return Shape(d);
+}
+
 void test_matmul() {
   const std::vector<std::pair<Shape, Shape>> cases = {
       {{2, 3}, {3, 4}}, {{0, 3}, {3, 4}}, {{2, 0}, {0, 4}}, {{5, 3}, {3, 0}}, {{4, 2, 3}, {3, 5}},
@@ -610,19 +672,26 @@ void test_matmul() {
       const std::vector<T> a = random_values<T>(sa.numel()), b = random_values<T>(sb.numel());
       std::vector<T> want(so.numel());
       cpu::matmul<T>(a.data(), sa, b.data(), sb, want.data(), so);
-      const Dev<T> da(a), db(b);
-      Dev<T> out(so.numel());
-      gpu::matmul<T>(da.ptr, sa, db.ptr, sb, out.ptr, so, g_stream);
-      const std::string what = "matmul " + label + " " + sa.to_string() + " x " + sb.to_string();
-      if constexpr (std::is_floating_point_v<T>) {  // tolerance scaled by |a| @ |b|
-        std::vector<T> aa(a.size()), ab(b.size()), scale(so.numel());
+      std::vector<T> scale;  // tolerance scaled by |a| @ |b|
+      if constexpr (std::is_floating_point_v<T>) {
+        std::vector<T> aa(a.size()), ab(b.size());
+        scale.resize(so.numel());
         std::transform(a.begin(), a.end(), aa.begin(), [](T v) { return std::abs(v); });
         std::transform(b.begin(), b.end(), ab.begin(), [](T v) { return std::abs(v); });
         cpu::matmul<T>(aa.data(), sa, ab.data(), sb, scale.data(), so);
-        compare(what, out.get(), want, rtol, atol_of<T>(), scale);
-      } else {
-        compare(what, out.get(), want);
       }
+      // Every transpose flag: the operand stored transposed (cpu: the host copy made here).
+      for (const bool ta : {false, true})
+        for (const bool tb : {false, true}) {
+          const Dev<T> da(ta ? transposed_copy(a, sa) : a), db(tb ? transposed_copy(b, sb) : b);
+          Dev<T> out(so.numel());
+          gpu::matmul<T>(da.ptr, ta ? swap_last_two(sa) : sa, db.ptr, tb ? swap_last_two(sb) : sb, out.ptr, so, ta, tb,
+                         g_stream);
+          const std::string what = "matmul " + label + " " + sa.to_string() + (ta ? "^T" : "") + " x " +
+                                   sb.to_string() + (tb ? "^T" : "");
+          if constexpr (std::is_floating_point_v<T>) compare(what, out.get(), want, rtol, atol_of<T>(), scale);
+          else compare(what, out.get(), want);
+        }
     }
   };
   run.template operator()<float>("float32", 1e-5);
@@ -699,6 +768,7 @@ int main() {
   group("elementwise", test_elementwise);
   group("reduce", test_reduce);
   group("softmax", test_softmax);
+  group("softmax backward", test_softmax_backward);
   group("permute/copy_region", test_permute);
   group("copy", test_copy);
   group("index", test_index);

@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "../sim/sim_helpers.hpp"
+#include "spsd/autograd/softmax_grad.hpp"
 #include "boxing_suite.hpp"
 #include "op_suite.hpp"
 
@@ -107,6 +108,13 @@ std::vector<OpCase> op_cases() {
       {"embedding", e, [](In i) { return embedding(i.x, i.ids); }},
       {"pick", e, [](In i) { return pick(i.x, i.labels); }},
       {"cross_entropy", r, [](In i) { return cross_entropy(i.x, i.labels); }},
+      // Backward-only forms (cuBLAS OP_T, the fused softmax / cross-entropy backward kernels).
+      {"matmul a^T", r, [](In i) { return detail::matmul_transposed(i.x, i.y, true, false); }},
+      {"matmul b^T", r, [](In i) { return detail::matmul_transposed(i.x, i.y, false, true); }},
+      {"matmul a^T b^T", r, [](In i) { return detail::matmul_transposed(i.w, i.x, true, true); }},
+      {"softmax_grad", r, [](In i) { return detail::softmax_grad(softmax(i.x, 1), i.y, 1); }},
+      {"log_softmax_grad", r, [](In i) { return detail::log_softmax_grad(log_softmax(i.x, 0), i.y, 0); }},
+      {"cross_entropy_grad", r, [](In i) { return detail::cross_entropy_grad(i.x, i.labels, sum(i.y)); }},
   };
 }
 
@@ -132,7 +140,10 @@ void every_op_cpu_vs_cuda(const Placement& cuda, Failures& f) {
   auto ints = [&](const Placement& p) { return arange<int64_t>(24, p, s0); };
   auto int_ops = [](const GlobalTensor<int64_t>& v) {
     GlobalTensor<int64_t> m = reshape(v, {4, 6});
-    return concat({sum(matmul(transpose(m, 0, 1), m) * int64_t{3}, {0}), sum(div(m * int64_t{7}, m + int64_t{1}), {0})}, 0);
+    return concat({sum(matmul(transpose(m, 0, 1), m) * int64_t{3}, {0}), sum(div(m * int64_t{7}, m + int64_t{1}), {0}),
+                   sum(detail::matmul_transposed(m, m, true, false), {0}),
+                   sum(detail::matmul_transposed(m, m, false, true), {0})},
+                  0);
   };
   const std::vector<int64_t> want = int_ops(ints(cpu)).full().to_vector(), got = int_ops(ints(cuda)).full().to_vector();
   if (got != want) f.add("int64 ops on " + cuda.to_string() + ": cuda and cpu differ");

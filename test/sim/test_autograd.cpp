@@ -48,6 +48,13 @@ std::vector<GradCase> grad_cases() {
   std::vector<GradCase> c = {
       {"matmul", {m34, Shape{4, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }},
       {"matmul batched", {Shape{2, 3, 4}, Shape{4, 2}}, [](const Inputs& x) { return matmul(x[0], x[1]); }},
+      // The flagged form backward rules use; its own rule covers every flag combination.
+      {"matmul a^T b^T", {Shape{4, 3}, Shape{2, 4}},
+       [](const Inputs& x) { return detail::matmul_transposed(x[0], x[1], true, true); }},
+      {"matmul batched a^T", {Shape{2, 4, 3}, Shape{4, 2}},
+       [](const Inputs& x) { return detail::matmul_transposed(x[0], x[1], true, false); }},
+      {"matmul b^T broadcast", {Shape{3, 4}, Shape{2, 2, 4}},
+       [](const Inputs& x) { return detail::matmul_transposed(x[0], x[1], false, true); }},
       {"add broadcast", {m34, Shape{4}}, [](const Inputs& x) { return x[0] + x[1]; }},
       {"sub broadcast", {m34, Shape{3, 1}}, [](const Inputs& x) { return x[0] - x[1]; }},
       {"mul", {m34, m34}, [](const Inputs& x) { return x[0] * x[1]; }},
@@ -70,6 +77,7 @@ std::vector<GradCase> grad_cases() {
       {"min all", {m34}, [](const Inputs& x) { return min(x[0]); }},
       {"softmax", {m34}, [](const Inputs& x) { return softmax(x[0], 1); }},
       {"log_softmax", {m34}, [](const Inputs& x) { return log_softmax(x[0], 0); }},
+      {"softmax middle axis", {Shape{2, 3, 4}}, [](const Inputs& x) { return softmax(x[0], 1); }},
       {"transpose", {m34}, [](const Inputs& x) { return transpose(x[0], 0, 1); }},
       {"permute", {Shape{2, 3, 4}}, [](const Inputs& x) { return permute(x[0], {2, 0, 1}); }},
       {"reshape", {m34}, [](const Inputs& x) { return reshape(x[0], {2, 6}); }},

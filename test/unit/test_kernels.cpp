@@ -176,6 +176,78 @@ TEST_CASE("kernels: matmul integer products wrap and bad shapes throw", "[kernel
   CHECK_THROWS_AS(kc::matmul<float>(f.data(), {3}, f.data(), {3, 2}, f.data(), {2}), Error);
 }
 
+// matmul with transpose flags: an operand stored transposed (last two axes swapped), read in
+// place, against the plain kernel on the materialized transpose. Integers exact; floats within
+// the tolerance above with |a| @ |b| for the magnitude (BLAS may sum in another order).
+
+// x (..., r, c) stored as (..., c, r).
+template <class T>
+std::vector<T> transposed_copy(const std::vector<T>& x, const Shape& s) {
+  const int64_t r = s[s.ndim() - 2], c = s[s.ndim() - 1], mats = r * c == 0 ? 0 : s.numel() / (r * c);
+  std::vector<T> out(x.size());
+  for (int64_t b = 0; b < mats; ++b)
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) out[b * r * c + j * r + i] = x[b * r * c + i * c + j];
+  return out;
+}
+
+Shape swap_last_two(const Shape& s) {
+  std::vector<int64_t> d = s.dims();
+  std::swap(d[d.size() - 1], d[d.size() - 2]);
+  return Shape(d);
+}
+
+TEMPLATE_TEST_CASE("kernels: matmul with transpose flags equals matmul of the materialized transposes", "[kernels]",
+                   float, double, int32_t, int64_t) {
+  using T = TestType;
+  // (op(a), op(b)) shapes: 2-d, batched, broadcast batch dims, empty, and sizes past BLAS blocking.
+  const std::vector<std::pair<Shape, Shape>> cases = {
+      {{3, 4}, {4, 5}},          {{2, 3, 4}, {4, 6}},    {{2, 1, 3, 4}, {5, 4, 6}}, {{3, 4}, {2, 4, 5}},
+      {{1, 3, 4}, {2, 4, 5}},    {{2, 3, 4}, {2, 4, 5}}, {{3, 0}, {0, 5}},          {{0, 3, 4}, {4, 5}},
+      {{33, 65}, {65, 17}},      {{1, 1}, {1, 1}},
+  };
+  uint32_t seed = 100;
+  for (const auto& [la, lb] : cases) {
+    const Shape os = [&] {
+      std::vector<int64_t> d = broadcast(kc::detail::batch_of(la), kc::detail::batch_of(lb)).dims();
+      d.insert(d.end(), {la[la.ndim() - 2], lb[lb.ndim() - 1]});
+      return Shape(d);
+    }();
+    const auto a = random_values<T>(la.numel(), seed += 2), b = random_values<T>(lb.numel(), seed + 1);
+    std::vector<T> want(os.numel()), scale(os.numel());
+    kc::matmul<T>(a.data(), la, b.data(), lb, want.data(), os);
+    if constexpr (std::is_floating_point_v<T>) {
+      std::vector<T> aa(a.size()), ab(b.size());
+      std::transform(a.begin(), a.end(), aa.begin(), [](T v) { return std::abs(v); });
+      std::transform(b.begin(), b.end(), ab.begin(), [](T v) { return std::abs(v); });
+      kc::matmul<T>(aa.data(), la, ab.data(), lb, scale.data(), os);
+    }
+    const int64_t k = la[la.ndim() - 1];
+    const double eps = std::is_same_v<T, float> ? 1e-5 : 1e-13;
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        const std::vector<T> sa = ta ? transposed_copy(a, la) : a, sb = tb ? transposed_copy(b, lb) : b;
+        std::vector<T> got(os.numel(), T(77));
+        kc::matmul<T>(sa.data(), ta ? swap_last_two(la) : la, sb.data(), tb ? swap_last_two(lb) : lb, got.data(), os,
+                      ta, tb);
+        for (int64_t i = 0; i < os.numel(); ++i) {
+          INFO(type_name<T>() << " op(a) " << la << " op(b) " << lb << " trans_a " << ta << " trans_b " << tb
+                              << " at " << i);
+          if constexpr (std::is_floating_point_v<T>) {
+            REQUIRE(std::abs(double(got[i]) - double(want[i])) <= eps * double(std::max<int64_t>(k, 1)) * scale[i]);
+          } else {
+            REQUIRE(got[i] == want[i]);
+          }
+        }
+      }
+  }
+  // Shapes are checked as read: a (2, 3) transposed is (3, 2), so (4, 2) does not fit it.
+  std::vector<T> f(64);
+  CHECK_THROWS_WITH(kc::matmul<T>(f.data(), {2, 3}, f.data(), {4, 2}, f.data(), {3, 2}, true, false),
+                    Catch::Contains("a (transposed) is (2, 3)") && Catch::Contains("inner dimensions differ"));
+  CHECK_NOTHROW(kc::matmul<T>(f.data(), {2, 3}, f.data(), {4, 2}, f.data(), {3, 4}, true, true));
+}
+
 // ---------------------------------------------------------------------------------------------
 // unary. Tolerance: |got - ref| <= tol * (1 + |ref|), ref from <cmath> in double; tol 2e-6
 // (float), 1e-14 (double). Integers exact.
@@ -490,6 +562,82 @@ TEMPLATE_TEST_CASE("kernels: softmax along every axis matches the reference", "[
   CHECK(out[0] == T(0));
   CHECK(std::abs(double(out[1] + out[2]) - 1) < 1e-6);
   CHECK_THROWS_AS(kc::softmax<T>(x.data(), {3}, 1, out.data(), false), Error);
+}
+
+// softmax_backward against the composed formulas in double: softmax dx = y (g - sum(g y)),
+// log_softmax dx = g - exp(y) sum(g), y from the forward kernel. Tolerance as softmax's, the
+// magnitude sum |g y| (or |g|) and |g| added to the reference's; in place (dx = g) identical.
+template <class T>
+void check_softmax_backward(const Shape& s, uint32_t seed) {
+  const auto x = random_values<T>(s.numel(), seed), g = random_values<T>(s.numel(), seed + 1);
+  const double tol = std::is_same_v<T, float> ? 4e-6 : 1e-14;
+  for (int64_t axis = 0; axis < s.ndim(); ++axis) {
+    for (bool log : {false, true}) {
+      std::vector<T> y(s.numel()), dx(s.numel(), T(-5));
+      kc::softmax<T>(x.data(), s, axis, y.data(), log);
+      kc::softmax_backward<T>(y.data(), g.data(), s, axis, dx.data(), log);
+      const int64_t len = s[axis];
+      int64_t inner = 1;
+      for (int64_t d = axis + 1; d < s.ndim(); ++d) inner *= s[d];
+      for (int64_t i = 0; i < s.numel(); ++i) {
+        const int64_t base = i - ((i / inner) % len) * inner;
+        double sum = 0, mag = 0;
+        for (int64_t j = 0; j < len; ++j) {
+          const int64_t e = base + j * inner;
+          sum += log ? double(g[e]) : double(g[e]) * double(y[e]);
+          mag += log ? std::abs(double(g[e])) : std::abs(double(g[e]) * double(y[e]));
+        }
+        const double ref = log ? double(g[i]) - std::exp(double(y[i])) * sum : double(y[i]) * (double(g[i]) - sum);
+        INFO(type_name<T>() << " " << s << " axis " << axis << " log " << log << " at " << i);
+        REQUIRE(std::abs(double(dx[i]) - ref) <= tol * (1 + std::abs(ref) + mag + std::abs(double(g[i]))));
+      }
+      std::vector<T> inplace = g;
+      kc::softmax_backward<T>(y.data(), inplace.data(), s, axis, inplace.data(), log);
+      CHECK(inplace == dx);
+    }
+  }
+}
+
+TEMPLATE_TEST_CASE("kernels: softmax_backward along every axis matches the composed formulas", "[kernels]", float,
+                   double) {
+  using T = TestType;
+  const std::vector<Shape> shapes = {{7, 13}, {2, 3, 4}, {5}, {1, 1}, {3, 0}, {0, 3}, {4, 1, 3}, {3, 37, 2}, {2, 70}};
+  uint32_t seed = 1900;
+  for (const Shape& s : shapes) check_softmax_backward<T>(s, seed += 2);
+  std::vector<T> y(3), g(3);
+  CHECK_THROWS_WITH(kc::softmax_backward<T>(y.data(), g.data(), {3}, 1, g.data(), true),
+                    Catch::Contains("log_softmax_grad") && Catch::Contains("axis 1"));
+}
+
+// cross_entropy_backward against the composed formula in double: the gradient of
+// -mean(pick(log_softmax(x), labels)) * g is (softmax(x) - onehot) g / N (pick_grad then
+// log_softmax's backward), a zero row for an out-of-range label; N the whole batch's rows.
+TEMPLATE_TEST_CASE("kernels: cross_entropy_backward matches softmax - onehot", "[kernels]", float, double) {
+  using T = TestType;
+  const double tol = std::is_same_v<T, float> ? 2e-6 : 1e-14;
+  for (const auto& [rows, classes] : std::vector<std::pair<int64_t, int64_t>>{{4, 5}, {3, 1}, {2, 70}, {0, 3}}) {
+    auto x = random_values<T>(rows * classes, 40 + static_cast<uint32_t>(classes));
+    for (T& v : x) v *= T(30);  // exp overflows without the max shift
+    std::vector<int64_t> labels(rows);
+    for (int64_t r = 0; r < rows; ++r) labels[r] = (r * 7 + 1) % classes;
+    if (rows > 1) labels[1] = classes;  // out of range: no gradient
+    const T g = T(-1.5);
+    const int64_t total = rows + 3;  // this piece is part of a bigger batch
+    std::vector<T> dx(rows * classes, T(9));
+    kc::cross_entropy_backward<T>(x.data(), labels.data(), &g, rows, classes, total, dx.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < classes; ++j) mx = std::max(mx, double(x[r * classes + j]));
+      for (int64_t j = 0; j < classes; ++j) sum += std::exp(double(x[r * classes + j]) - mx);
+      const bool valid = labels[r] >= 0 && labels[r] < classes;
+      for (int64_t j = 0; j < classes; ++j) {
+        const double p = std::exp(double(x[r * classes + j]) - mx) / sum;
+        const double ref = valid ? (p - (j == labels[r] ? 1.0 : 0.0)) * double(g) / double(total) : 0.0;
+        INFO(type_name<T>() << " rows " << rows << " classes " << classes << " at (" << r << ", " << j << ")");
+        REQUIRE(std::abs(double(dx[r * classes + j]) - ref) <= tol * std::abs(double(g)) / double(total));
+      }
+    }
+  }
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -106,8 +106,8 @@ void mark_out_of_range(const Target& t, const int64_t* indices, int64_t n, int64
 }
 template <Element T>
 void matmul(const Target& t, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
-            const Shape& out_shape) {
-  SPSD_ON_TARGET(t, matmul<T>, a, a_shape, b, b_shape, out, out_shape);
+            const Shape& out_shape, bool trans_a = false, bool trans_b = false) {
+  SPSD_ON_TARGET(t, matmul<T>, a, a_shape, b, b_shape, out, out_shape, trans_a, trans_b);
 }
 
 // Kernels only backward needs (autograd/grad_ops.hpp).
@@ -144,6 +144,19 @@ void sgd_step(const Target& t, T* p, const T* g, T* momentum_buf, int64_t n, con
 template <std::floating_point T>
 void adam_step(const Target& t, T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<T>& s) {
   SPSD_ON_TARGET(t, adam_step<T>, p, g, m, v, n, s);
+}
+
+// Fused softmax / log_softmax backward (autograd/softmax_grad.hpp).
+template <Element T>
+  requires std::floating_point<T>
+void softmax_backward(const Target& t, const T* y, const T* g, const Shape& shape, int64_t axis, T* dx, bool log) {
+  SPSD_ON_TARGET(t, softmax_backward<T>, y, g, shape, axis, dx, log);
+}
+template <Element T>
+  requires std::floating_point<T>
+void cross_entropy_backward(const Target& t, const T* logits, const int64_t* labels, const T* g, int64_t rows,
+                            int64_t classes, int64_t total_rows, T* dx) {
+  SPSD_ON_TARGET(t, cross_entropy_backward<T>, logits, labels, g, rows, classes, total_rows, dx);
 }
 
 #undef SPSD_ON_TARGET

@@ -11,6 +11,13 @@
 //     sum (two all-reduces of N elements, see softmax.hpp), pick (S(1), B) -> P(sum) (the
 //     labels are made B if they are not), mean P(sum) -> P(sum).
 // An out-of-range label makes its row's pick NaN (see index.hpp), hence a NaN loss.
+//
+// Backward: where each rank holds whole rows of class scores (no mesh axis splits axis 1 or
+// holds partial logits), the composition runs on the logits detached and is recorded as one
+// node, "cross_entropy", whose rule is one fused kernel, cross_entropy_grad
+// (autograd/softmax_grad.hpp): dlogits = (softmax(logits) - onehot(labels)) g / N, the softmax
+// recomputed from the saved logits (no (N, C) log_softmax output kept for backward). Class
+// parallel logits record the composed ops, whose rules reduce across ranks.
 #include "spsd/core/instances.hpp"
 #include "spsd/op/elementwise.hpp"
 #include "spsd/op/index.hpp"
@@ -30,7 +37,13 @@ GlobalTensor<T> cross_entropy(const GlobalTensor<T>& logits, const GlobalTensor<
              dtype_of<T>);
   SPSD_CHECK(logits.placement() == labels.placement(), "cross_entropy", "logits and labels must share one placement: ",
              "logits are on ", logits.placement(), ", labels on ", labels.placement(), " (move one with to_global first)");
-  return spsd::neg(spsd::mean(spsd::pick(spsd::log_softmax(logits, 1), labels), {0}));
+  const auto composed = [&](const GlobalTensor<T>& x) {
+    return spsd::neg(spsd::mean(spsd::pick(spsd::log_softmax(x, 1), labels), {0}));
+  };
+  for (const Sbp& s : logits.nd_sbp())
+    if (s.is_partial() || (s.is_split() && s.axis() == 1)) return composed(logits);
+  const detail::InputRef refs[] = {detail::input_ref(logits), detail::input_ref(labels)};
+  return detail::recorded("cross_entropy", refs, {}, {}, composed(logits.detach()));
 }
 
 // Compiled into the library (core/instances.hpp).

@@ -3,6 +3,13 @@
 // Signatures (seeds 000/001, plus batch splits):
 //   S(m) x B -> S(m)       B x S(n) -> S(n)       S(k) x S(k) -> P(sum)
 //   P(sum) x B -> P(sum)   B x P(sum) -> P(sum)   S(batch) x S(batch) -> S(batch)   B x B -> B
+//
+// Internally (backward's da = g b^T, db = a^T g) either operand may be read transposed:
+// detail::matmul_transposed(a, b, trans_a, trans_b), the same op with attrs [trans_a, trans_b]
+// (logged as matmul with "a^T" / "b^T"). Its table is the one above for op(a), op(b) with each
+// split of a transposed operand's last two axes swapped back to the stored axis (transposed()):
+// e.g. a^T g for x S(0), g S(0) is S(k) x S(k) -> P(sum), a partial gradient. The kernels pass
+// the flags to BLAS (CblasTrans, CUBLAS_OP_T): no transposed copy is made.
 #include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/op/broadcasting.hpp"
@@ -15,15 +22,24 @@ namespace detail {
 struct MatmulDef {
   static constexpr std::string_view name = "matmul";
 
-  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) {
-    const Shape &a = in[0].shape, &b = in[1].shape;
+  // attrs: [] (plain matmul) or [trans_a, trans_b], each 0 or 1.
+  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs& attrs) {
+    SPSD_CHECK(attrs.empty() || (attrs.size() == 2 && (attrs[0] == 0 || attrs[0] == 1) && (attrs[1] == 0 || attrs[1] == 1)),
+               name, "attrs must be [] or [trans_a, trans_b] with 0 or 1 each, got ", attrs.size(), " values");
+    SPSD_CHECK(!flag(attrs, 0) || in[0].shape.ndim() >= 2, name, "needs matrices (2 or more axes): a is ", in[0].shape);
+    SPSD_CHECK(!flag(attrs, 1) || in[1].shape.ndim() >= 2, name, "needs matrices (2 or more axes): b is ", in[1].shape);
+    // The checks below read op(a) and op(b); an error names a transposed operand "a^T".
+    const Shape a = logical(in[0].shape, flag(attrs, 0)), b = logical(in[1].shape, flag(attrs, 1));
     SPSD_CHECK(in[0].dtype == in[1].dtype, name, "dtypes differ: a is ", in[0].dtype, ", b is ", in[1].dtype);
+    const char *an = flag(attrs, 0) ? "a^T" : "a", *bn = flag(attrs, 1) ? "b^T" : "b";
     SPSD_CHECK(a.ndim() >= 2 && b.ndim() >= 2, name, "needs matrices (2 or more axes): a is ", a, ", b is ", b);
-    SPSD_CHECK(a[a.ndim() - 1] == b[b.ndim() - 2], name, "inner dimensions differ: a is ", a, ", b is ", b);
+    SPSD_CHECK(a[a.ndim() - 1] == b[b.ndim() - 2], name, "inner dimensions differ: ", an, " is ", a, ", ", bn, " is ",
+               b);
     const Shape ba = batch_of(a), bb = batch_of(b);
     for (int64_t i = 1; i <= std::min(ba.ndim(), bb.ndim()); ++i) {
       const int64_t x = ba[ba.ndim() - i], y = bb[bb.ndim() - i];
-      SPSD_CHECK(x == y || x == 1 || y == 1, name, "batch dimensions do not broadcast: a is ", a, ", b is ", b,
+      SPSD_CHECK(x == y || x == 1 || y == 1, name, "batch dimensions do not broadcast: ", an, " is ", a, ", ", bn,
+                 " is ", b,
                  " (batch axis -", i, ": ", x, " vs ", y, ")");
     }
     Shape batch = broadcast_shapes(name, ba, bb);
@@ -32,9 +48,48 @@ struct MatmulDef {
     return {Shape(std::move(dims)), in[0].dtype};
   }
 
+  // The table of op(a) x op(b), mapped to the stored operands (transposed()).
   static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs& attrs) {
+    const bool ta = flag(attrs, 0), tb = flag(attrs, 1);
+    const TensorMeta logical_in[] = {{logical(in[0].shape, ta), in[0].dtype}, {logical(in[1].shape, tb), in[1].dtype}};
+    std::vector<Signature> t = untransposed_signatures(logical_in);
+    if (ta || tb)
+      for (Signature& s : t) s.inputs = {transposed(s.inputs[0], in[0].shape.ndim(), ta),
+                                         transposed(s.inputs[1], in[1].shape.ndim(), tb)};
+    return t;
+  }
+
+  static std::string attrs_text(const OpAttrs& attrs) {
+    return flag(attrs, 0) && flag(attrs, 1) ? "a^T b^T" : flag(attrs, 0) ? "a^T" : flag(attrs, 1) ? "b^T" : "";
+  }
+
+  template <Element T>
+  static void kernel(const KernelArgs& k) {
+    kernel::matmul<T>(k.target, k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape, k.out_as<T>(), k.out_shape,
+                      flag(k.attrs, 0), flag(k.attrs, 1));
+  }
+
+ private:
+  static bool flag(const OpAttrs& attrs, size_t i) { return attrs.size() == 2 && attrs[i] != 0; }
+
+  // op(x)'s shape: the last two axes swapped when transposed.
+  static Shape logical(const Shape& s, bool transposed) {
+    if (!transposed || s.ndim() < 2) return s;
+    std::vector<int64_t> d = s.dims();
+    std::swap(d[d.size() - 1], d[d.size() - 2]);
+    return Shape(std::move(d));
+  }
+
+  // A layout of op(x) as a layout of the stored x: a split of one of the last two axes of a
+  // transposed operand is a split of the other; batch splits, B and P are unchanged.
+  static Sbp transposed(const Sbp& s, int64_t rank, bool transposed) {
+    if (!transposed || !s.is_split() || s.axis() < rank - 2) return s;
+    return sbp::split(2 * rank - 3 - s.axis());
+  }
+
+  static std::vector<Signature> untransposed_signatures(std::span<const TensorMeta> in) {
     const int64_t ra = in[0].shape.ndim(), rb = in[1].shape.ndim();
-    const Shape out = infer(in, attrs).shape;
+    const Shape out = infer(in, {}).shape;
     const int64_t ro = out.ndim();
     const Sbp &B = sbp::broadcast, &P = sbp::partial_sum;
     std::vector<Signature> t = {
@@ -52,12 +107,6 @@ struct MatmulDef {
     return t;
   }
 
-  template <Element T>
-  static void kernel(const KernelArgs& k) {
-    kernel::matmul<T>(k.target, k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape, k.out_as<T>(), k.out_shape);
-  }
-
- private:
   static Shape batch_of(const Shape& s) {
     return Shape(std::vector<int64_t>(s.dims().begin(), s.dims().end() - 2));
   }
@@ -70,9 +119,21 @@ GlobalTensor<T> matmul(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
   return detail::apply<detail::MatmulDef>({}, {}, a, b);
 }
 
+namespace detail {
+
+// op(a) @ op(b) with op(x) = x^T (last two axes) where trans_x: for backward rules.
+template <Element T>
+GlobalTensor<T> matmul_transposed(const GlobalTensor<T>& a, const GlobalTensor<T>& b, bool trans_a, bool trans_b) {
+  if (!trans_a && !trans_b) return spsd::matmul(a, b);  // one cache entry with the plain form
+  return apply<MatmulDef>({trans_a ? 1 : 0, trans_b ? 1 : 0}, {}, a, b);
+}
+
+}  // namespace detail
+
 // Compiled into the library (core/instances.hpp).
-#define SPSD_MATMUL_INSTANCES(prefix, T) \
-  prefix template GlobalTensor<T> matmul<T>(const GlobalTensor<T>&, const GlobalTensor<T>&);
+#define SPSD_MATMUL_INSTANCES(prefix, T)                                                  \
+  prefix template GlobalTensor<T> matmul<T>(const GlobalTensor<T>&, const GlobalTensor<T>&); \
+  prefix template GlobalTensor<T> detail::matmul_transposed<T>(const GlobalTensor<T>&, const GlobalTensor<T>&, bool, bool);
 SPSD_FOR_EACH_ELEMENT(SPSD_MATMUL_INSTANCES, extern)
 
 }  // namespace spsd

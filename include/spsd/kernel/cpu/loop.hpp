@@ -98,6 +98,27 @@ inline T fold_map(F f, G g, const T* x, int64_t n, T identity) {
   return r;
 }
 
+// f-reduction of g(a[i], b[i]) over i < n (a dot product with f = +, g = *): fold_map over two
+// inputs, with the same accumulators.
+template <class T, class F, class G>
+inline T fold_map2(F f, G g, const T* a, const T* b, int64_t n, T identity) {
+  constexpr int64_t W = kBlock<T>;
+  T r = identity;
+  int64_t i = 0;
+  if (n >= W) {
+    T acc[W];
+    SPSD_UNROLL
+    for (int64_t j = 0; j < W; ++j) acc[j] = identity;
+    for (; i + W <= n; i += W) {
+      SPSD_UNROLL
+      for (int64_t j = 0; j < W; ++j) acc[j] = f(acc[j], g(a[i + j], b[i + j]));
+    }
+    for (int64_t j = 0; j < W; ++j) r = f(r, acc[j]);
+  }
+  for (; i < n; ++i) r = f(r, g(a[i], b[i]));
+  return r;
+}
+
 // max and min as generic functions: they apply to scalars and, through GCC/Clang vector
 // extensions, to whole Lines, lane by lane. (x < y ? y : x keeps x when y is NaN, as the
 // reductions across ranks do.)

@@ -11,11 +11,17 @@
 
 namespace spsd::kernel::cuda {
 
-// out = a @ b; shapes checked on the host with the cpu kernel's messages. k == 0 gives zeros.
-// Sizes must fit cuBLAS's int arguments (else spsd::Error).
+// out = op(a) @ op(b), op(x) = x with its last two axes swapped when trans_x (cuBLAS's OP_T,
+// nothing copied); shapes checked on the host with the cpu kernel's messages. k == 0 gives
+// zeros. Sizes must fit cuBLAS's int arguments (else spsd::Error).
 template <Element T>
 void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out, const Shape& out_shape,
-            void* stream);
+            bool trans_a, bool trans_b, void* stream);
+template <Element T>
+void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out, const Shape& out_shape,
+            void* stream) {
+  matmul<T>(a, a_shape, b, b_shape, out, out_shape, false, false, stream);
+}
 
 // Whether float matmul may use TF32 tensor cores (10-bit mantissa inputs, ~1e-3 relative
 // error, much faster). Off by default (FP32 math, like the cpu); the environment variable

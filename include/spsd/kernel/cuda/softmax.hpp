@@ -14,4 +14,14 @@ namespace spsd::kernel::cuda {
 template <std::floating_point T>
 void softmax(const T* x, const Shape& shape, int64_t axis, T* out, bool log, void* stream);
 
+// dx from y = softmax(x) (log_softmax when log) and g, the gradient of y, as
+// kernel::cpu::softmax_backward: per row one reduction and one write; dx may be g.
+template <std::floating_point T>
+void softmax_backward(const T* y, const T* g, const Shape& shape, int64_t axis, T* dx, bool log, void* stream);
+
+// Cross-entropy backward, as kernel::cpu::cross_entropy_backward (g is a device pointer).
+template <std::floating_point T>
+void cross_entropy_backward(const T* logits, const int64_t* labels, const T* g, int64_t rows, int64_t classes,
+                            int64_t total_rows, T* dx, void* stream);
+
 }  // namespace spsd::kernel::cuda
