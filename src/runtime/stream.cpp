@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "spsd/runtime/trace.hpp"
+
 namespace spsd::detail {
 
 namespace {
@@ -20,13 +22,26 @@ std::string what_of(const std::exception_ptr& e) {
     return "an exception that is not a std::exception";
   }
 }
+TraceClock::time_point trace_time(int64_t ns) { return TraceClock::time_point(std::chrono::nanoseconds(ns)); }
+
+// An instruction's span on the lane of the thread that ran it (SPSD_TRACE).
+void trace_instruction(const Instruction& ins, int64_t start_ns, int64_t end_ns) {
+  if (TraceRecorder* recorder = tls_trace_recorder)
+    recorder->record({current_lane(), std::string(ins.name), "instruction", trace_time(start_ns), trace_time(end_ns),
+                      {{"bytes", ins.bytes}}});
+}
 }  // namespace
 
 void StreamProgress::wait_for(uint64_t seq) {
   const int64_t start = now_ns();
   std::unique_lock lock(mutex);
   advanced.wait(lock, [&] { return completed.load(std::memory_order_acquire) >= seq; });
-  wait_ns.fetch_add(now_ns() - start, std::memory_order_relaxed);
+  const int64_t end = now_ns();
+  wait_ns.fetch_add(end - start, std::memory_order_relaxed);
+  // Blocked on the stream: in the trace, the time communication did not overlap this thread's work.
+  if (TraceRecorder* recorder = tls_trace_recorder)
+    recorder->record({current_lane(), "wait for communication", "wait", trace_time(start), trace_time(end),
+                      {{"instruction", static_cast<int64_t>(seq)}}});
 }
 
 CommStream::CommStream(std::function<void()> thread_setup) : thread_setup_(std::move(thread_setup)) {}
@@ -69,9 +84,14 @@ void CommStream::run_inline(Instruction& ins) {
   const int64_t start = now_ns();
   struct Timed {  // also when it throws
     std::atomic<int64_t>& total;
+    const Instruction& ins;
     int64_t start;
-    ~Timed() { total.fetch_add(now_ns() - start, std::memory_order_relaxed); }
-  } timed{inline_ns_, start};
+    ~Timed() {
+      const int64_t end = now_ns();
+      total.fetch_add(end - start, std::memory_order_relaxed);
+      trace_instruction(ins, start, end);
+    }
+  } timed{inline_ns_, ins, start};
   ins.run();
 }
 
@@ -113,7 +133,9 @@ void CommStream::work() {
         failure_ = std::current_exception();
         failed_.store(true, std::memory_order_release);
       }
-      busy_ns_.fetch_add(now_ns() - start, std::memory_order_relaxed);
+      const int64_t end = now_ns();
+      busy_ns_.fetch_add(end - start, std::memory_order_relaxed);
+      trace_instruction(ins, start, end);
     }
     ins = {};  // operands are released once the stream has passed them
     progress_->completed.store(seq, std::memory_order_release);

@@ -1,0 +1,100 @@
+#pragma once
+// The trace (SPSD_TRACE=path, docs/trace.md): per rank, timed spans of the host thread's ops,
+// the communication stream's instructions and the collectives, buffered in memory and written
+// as Chrome trace-event JSON (Perfetto, chrome://tracing) when the rank's Runtime ends or at
+// flush_trace(). Off by default: every recording site costs one test of a thread-local pointer.
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+namespace spsd {
+
+// Writes this rank's trace file now with every span recorded so far (the file is rewritten
+// whole, and again when the Runtime ends); does nothing when tracing is off.
+void flush_trace();
+// This rank's trace file ("" when SPSD_TRACE is unset): SPSD_TRACE with its ".json" suffix, if
+// any, replaced by ".rank<r>.json", e.g. SPSD_TRACE=out/step.json gives out/step.rank0.json.
+std::string trace_file();
+
+namespace detail {
+
+using TraceClock = std::chrono::steady_clock;
+
+// The rows of a rank in the viewer (the event's tid); pid is the rank.
+enum class TraceLane { kHost = 0, kCommStream = 1, kCudaCompute = 2, kCudaComm = 3 };
+
+// One argument of a span: a number, a text, or a list of numbers (ranks).
+using TraceValue = std::variant<int64_t, std::string, std::vector<int64_t>, std::vector<std::string>>;
+
+struct TraceSpan {
+  TraceLane lane = TraceLane::kHost;
+  std::string name;
+  std::string category;  // "op", "instruction", "collective", "wait", "kernel"
+  TraceClock::time_point begin, end;
+  std::vector<std::pair<std::string, TraceValue>> args;
+};
+
+// A rank's buffer of spans. Its host thread and its communication worker record into it.
+class TraceRecorder {
+ public:
+  // Creates (truncates) the file to make sure it can be written; throws spsd::Error naming
+  // SPSD_TRACE when it cannot.
+  TraceRecorder(std::string file, int64_t rank);
+  // Writes the file; an error is printed on stderr (a destructor must not throw).
+  ~TraceRecorder();
+  TraceRecorder(const TraceRecorder&) = delete;
+  TraceRecorder& operator=(const TraceRecorder&) = delete;
+
+  void record(TraceSpan span);
+  // Rewrites the file with every span so far, sorted by start time; throws on a write error.
+  void write() const;
+  const std::string& file() const { return file_; }
+
+ private:
+  std::string file_;
+  int64_t rank_;
+  mutable std::mutex mutex_;  // guards spans_
+  std::vector<TraceSpan> spans_;
+};
+
+// The recorder of the rank current on this thread (its host thread and its communication
+// worker); null when tracing is off. Set with the current context (set_current_context).
+constinit inline thread_local TraceRecorder* tls_trace_recorder = nullptr;
+
+// Makes recorder (null: none) the calling thread's, and has the communicator report this
+// thread's collectives to it (set_current_context calls it).
+void set_thread_trace_recorder(TraceRecorder* recorder);
+
+// The lane of the calling thread: the communication worker's or the rank's host thread.
+TraceLane current_lane();
+
+// SPSD_TRACE turned into this rank's file name; "" when unset. Throws spsd::Error naming the
+// variable for an empty value.
+std::string trace_file_from_env(int64_t rank);
+
+// A span that is recorded when it ends (when this object is destroyed): an op's, from the start
+// of its dispatch to the return of its kernel. Empty (nothing to do) when tracing is off.
+class OpenSpan {
+ public:
+  OpenSpan() = default;
+  OpenSpan(TraceRecorder& recorder, TraceSpan span)
+      : recorder_(&recorder), span_(std::make_unique<TraceSpan>(std::move(span))) {}
+  OpenSpan(OpenSpan&&) noexcept = default;
+  OpenSpan& operator=(OpenSpan&&) noexcept = default;
+  ~OpenSpan() {
+    if (span_) close();
+  }
+
+ private:
+  void close() noexcept;
+  TraceRecorder* recorder_ = nullptr;
+  std::unique_ptr<TraceSpan> span_;
+};
+
+}  // namespace detail
+}  // namespace spsd
