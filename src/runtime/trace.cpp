@@ -51,6 +51,11 @@ void put_value(std::ostream& os, const TraceValue& v) {
   struct Put {
     std::ostream& os;
     void operator()(int64_t n) const { os << n; }
+    void operator()(double x) const {
+      char buf[32];
+      std::snprintf(buf, sizeof buf, "%.3f", x);
+      os << buf;
+    }
     void operator()(const std::string& s) const { put_string(os, s); }
     void operator()(const std::vector<int64_t>& list) const {
       os << '[';

@@ -3,6 +3,7 @@
 // of one rank's trace file (SPSD_TRACE, docs/trace.md), read with nlohmann::json.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -144,12 +145,16 @@ inline void check_traced_program(const std::filesystem::path& file, int r) {
   CHECK(all_gather["args"]["bytes_sent"] == kTraceGathered / 2 * 4);
   CHECK(all_gather["args"]["bytes_received"] == kTraceGathered / 2 * 4);
 
-  // Each collective sits inside the instruction that ran it, on the same lane.
+  // Each collective sits inside the instruction that ran it, on the same lane; a queued one
+  // says how long it waited for the worker.
   for (const json& c : comm) {
-    bool in_instruction = false;
+    const json* instruction = nullptr;
     for (const json& e : spans)
-      in_instruction |= e["cat"] == "instruction" && e["name"] == "boxing" && inside(c, e);
-    CHECK(in_instruction);
+      if (e["cat"] == "instruction" && e["name"] == "boxing" && inside(c, e)) instruction = &e;
+    REQUIRE(instruction != nullptr);
+    CHECK((*instruction)["args"]["bytes"] == std::max(c["args"]["bytes_sent"], c["args"]["bytes_received"]));
+    if (c["tid"] == kCommStream) CHECK((*instruction)["args"]["queued_us"].get<double>() >= 0);
+    else CHECK_FALSE((*instruction)["args"].contains("queued_us"));
   }
   // The cross-rank check (SPSD_CHECK=on by default) is traced too, and told apart.
   int checks = 0;

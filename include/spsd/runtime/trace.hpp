@@ -28,8 +28,8 @@ using TraceClock = std::chrono::steady_clock;
 // The rows of a rank in the viewer (the event's tid); pid is the rank.
 enum class TraceLane { kHost = 0, kCommStream = 1, kCudaCompute = 2, kCudaComm = 3 };
 
-// One argument of a span: a number, a text, or a list of numbers (ranks).
-using TraceValue = std::variant<int64_t, std::string, std::vector<int64_t>, std::vector<std::string>>;
+// One argument of a span: a count, a time in microseconds, a text, or a list (ranks, layouts).
+using TraceValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<std::string>>;
 
 struct TraceSpan {
   TraceLane lane = TraceLane::kHost;
