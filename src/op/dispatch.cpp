@@ -5,6 +5,7 @@
 
 #include "spsd/boxing/planner.hpp"
 #include "spsd/runtime/consistency.hpp"
+#include "spsd/runtime/device.hpp"
 #include "spsd/runtime/log.hpp"
 #include "spsd/runtime/runtime.hpp"
 
@@ -12,7 +13,8 @@ namespace spsd::detail {
 
 namespace {
 // The op's span in the trace (SPSD_TRACE): its layouts, the chosen signature, and the bytes
-// boxing its inputs moves on this rank (the planner's figures, which CommStats counts).
+// boxing its inputs moves on this rank (the planner's figures, which CommStats counts). On a
+// cuda placement the span is timed on the compute stream too.
 OpenSpan trace_op(TraceRecorder& recorder, TraceClock::time_point begin, const Resolution& r, int64_t me) {
   std::vector<std::string> inputs;
   for (size_t i = 0; i < r.inputs.size(); ++i)
@@ -27,7 +29,8 @@ OpenSpan trace_op(TraceRecorder& recorder, TraceClock::time_point begin, const R
                {"ranks", r.placement.ranks()},
                {"boxing_bytes_sent", sent},
                {"boxing_bytes_received", received}};
-  return OpenSpan(recorder, std::move(span));
+  const bool on_device = r.placement.device_type() == DeviceType::kCUDA && r.placement.contains(me);
+  return OpenSpan(recorder, std::move(span), on_device ? &device_runtime(r.op) : nullptr);
 }
 }  // namespace
 

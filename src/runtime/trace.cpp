@@ -8,12 +8,14 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <iterator>
 #include <set>
 #include <sstream>
 #include <string_view>
 
 #include "context.hpp"
 #include "spsd/core/error.hpp"
+#include "spsd/runtime/device.hpp"
 #include "spsd/runtime/instruction.hpp"
 #include "spsd/runtime/scheduler.hpp"
 
@@ -119,10 +121,13 @@ void TraceRecorder::record(TraceSpan span) {
   spans_.push_back(std::move(span));
 }
 
-void TraceRecorder::write() const {
+void TraceRecorder::write() {
+  std::vector<TraceSpan> device_spans;
+  if (device_) device_->resolve_trace_spans(device_spans);
   std::vector<const TraceSpan*> order;
   std::ostringstream os;
   std::lock_guard lock(mutex_);
+  std::move(device_spans.begin(), device_spans.end(), std::back_inserter(spans_));
   order.reserve(spans_.size());
   for (const TraceSpan& s : spans_) order.push_back(&s);
   // Spans are recorded when they end (an op after the collectives inside it): sorted by start,
@@ -171,11 +176,21 @@ void TraceRecorder::write() const {
   SPSD_CHECK(out.good(), "SPSD_TRACE", "writing the trace file \"", file_, "\" failed");
 }
 
+OpenSpan::OpenSpan(TraceRecorder& recorder, TraceSpan span, DeviceRuntime* device)
+    : recorder_(&recorder), span_(std::make_unique<TraceSpan>(std::move(span))), device_(device) {
+  if (device_) device_start_ = device_->begin_compute_span();
+}
+
 void OpenSpan::close() noexcept {
   span_->end = TraceClock::now();
   try {
+    if (device_start_) {
+      TraceSpan on_device = *span_;  // its times come from the device's events
+      on_device.lane = TraceLane::kCudaCompute;
+      device_->end_compute_span(std::move(device_start_), std::move(on_device));
+    }
     recorder_->record(std::move(*span_));
-  } catch (...) {  // out of memory: the trace loses a span, the program goes on
+  } catch (...) {  // out of memory or a failed event: the trace loses a span, the program goes on
   }
   span_.reset();
 }

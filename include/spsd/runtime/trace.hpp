@@ -39,6 +39,13 @@ struct TraceSpan {
   std::vector<std::pair<std::string, TraceValue>> args;
 };
 
+// The start of a span on a device stream; what it holds is the device runtime's.
+struct DeviceMark {
+  virtual ~DeviceMark() = default;
+};
+
+class DeviceRuntime;
+
 // A rank's buffer of spans. Its host thread and its communication worker record into it.
 class TraceRecorder {
  public:
@@ -51,8 +58,10 @@ class TraceRecorder {
   TraceRecorder& operator=(const TraceRecorder&) = delete;
 
   void record(TraceSpan span);
+  // The rank's device, whose stream spans are read when the file is written (it outlives this).
+  void attach_device(DeviceRuntime* device) { device_ = device; }
   // Rewrites the file with every span so far, sorted by start time; throws on a write error.
-  void write() const;
+  void write();
   const std::string& file() const { return file_; }
 
  private:
@@ -60,6 +69,7 @@ class TraceRecorder {
   int64_t rank_;
   mutable std::mutex mutex_;  // guards spans_
   std::vector<TraceSpan> spans_;
+  DeviceRuntime* device_ = nullptr;
 };
 
 // The recorder of the rank current on this thread (its host thread and its communication
@@ -78,12 +88,13 @@ TraceLane current_lane();
 std::string trace_file_from_env(int64_t rank);
 
 // A span that is recorded when it ends (when this object is destroyed): an op's, from the start
-// of its dispatch to the return of its kernel. Empty (nothing to do) when tracing is off.
+// of its dispatch to the return of its kernel. Empty (nothing to do) when tracing is off. With a
+// device, the same span is also timed on its compute stream (the op's device work, lane
+// kCudaCompute), from the work enqueued before it to the work it enqueued.
 class OpenSpan {
  public:
   OpenSpan() = default;
-  OpenSpan(TraceRecorder& recorder, TraceSpan span)
-      : recorder_(&recorder), span_(std::make_unique<TraceSpan>(std::move(span))) {}
+  OpenSpan(TraceRecorder& recorder, TraceSpan span, DeviceRuntime* device = nullptr);
   OpenSpan(OpenSpan&&) noexcept = default;
   OpenSpan& operator=(OpenSpan&&) noexcept = default;
   ~OpenSpan() {
@@ -94,6 +105,8 @@ class OpenSpan {
   void close() noexcept;
   TraceRecorder* recorder_ = nullptr;
   std::unique_ptr<TraceSpan> span_;
+  DeviceRuntime* device_ = nullptr;
+  std::unique_ptr<DeviceMark> device_start_;
 };
 
 }  // namespace detail
