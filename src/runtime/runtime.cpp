@@ -49,7 +49,7 @@ std::unique_ptr<Context> make_local_context(std::shared_ptr<LocalWorld> world, i
   ctx->timeout = default_timeout();
   ctx->synchronous = synchronous_from_env();
   ctx->inline_bytes = inline_bytes_from_env();
-  if (std::string file = trace_file_from_env(rank); !file.empty()) ctx->trace = std::make_unique<TraceRecorder>(file, rank);
+  ctx->trace = trace_recorder_from_env(rank);
   ctx->backend = std::make_unique<LocalBackend>(std::move(world), &ctx->timeout);
   return ctx;
 }
@@ -122,8 +122,7 @@ void Runtime::init(int* argc, char*** argv) {
   impl_->context->async_allowed = threading >= MPI_THREAD_SERIALIZED;
   impl_->context->synchronous = detail::synchronous_from_env() || !impl_->context->async_allowed;
   impl_->context->inline_bytes = detail::inline_bytes_from_env();
-  if (std::string file = detail::trace_file_from_env(impl_->context->rank); !file.empty())
-    impl_->context->trace = std::make_unique<detail::TraceRecorder>(file, impl_->context->rank);
+  impl_->context->trace = detail::trace_recorder_from_env(impl_->context->rank);
   impl_->context->backend = std::move(backend);
 #else
   (void)argc, (void)argv;

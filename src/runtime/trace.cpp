@@ -102,9 +102,11 @@ void open_error(std::string_view file) {
 
 }  // namespace
 
-TraceRecorder::TraceRecorder(std::string file, int64_t rank) : file_(std::move(file)), rank_(rank) {
+TraceRecorder::TraceRecorder(std::string file, int64_t rank, std::string_view setting)
+    : file_(std::move(file)), rank_(rank) {
   std::ofstream probe(file_, std::ios::trunc);
-  if (!probe) open_error(file_);
+  SPSD_CHECK(probe.good(), "SPSD_TRACE", "cannot write rank ", rank_, "'s trace file \"", file_, "\" (SPSD_TRACE=\"",
+             setting, "\"): ", std::strerror(errno));
   probe << "{\"traceEvents\":[]}\n";  // valid, empty, until the first write
 }
 
@@ -222,16 +224,16 @@ void set_thread_trace_recorder(TraceRecorder* recorder) {
 
 TraceLane current_lane() { return on_comm_worker() ? TraceLane::kCommStream : TraceLane::kHost; }
 
-std::string trace_file_from_env(int64_t rank) {
+std::unique_ptr<TraceRecorder> trace_recorder_from_env(int64_t rank) {
   const char* v = std::getenv("SPSD_TRACE");
-  if (v == nullptr) return {};
-  std::string path = v;
-  SPSD_CHECK(!path.empty(), "SPSD_TRACE",
-             "must be a path such as trace.json (each rank writes trace.rank<r>.json), got an empty value; unset it "
-             "to turn tracing off");
+  if (v == nullptr) return nullptr;
+  std::string file = v;
+  SPSD_CHECK(!file.empty(), "SPSD_TRACE",
+             "must be a path such as trace.json (each rank writes trace.rank<r>.json), got \"\"; unset it to turn "
+             "tracing off");
   constexpr std::string_view kSuffix = ".json";
-  if (path.size() > kSuffix.size() && path.ends_with(kSuffix)) path.resize(path.size() - kSuffix.size());
-  return path + ".rank" + std::to_string(rank) + ".json";
+  if (file.size() > kSuffix.size() && file.ends_with(kSuffix)) file.resize(file.size() - kSuffix.size());
+  return std::make_unique<TraceRecorder>(file + ".rank" + std::to_string(rank) + ".json", rank, v);
 }
 
 }  // namespace detail

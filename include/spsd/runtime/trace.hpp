@@ -8,6 +8,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -50,8 +51,8 @@ class DeviceRuntime;
 class TraceRecorder {
  public:
   // Creates (truncates) the file to make sure it can be written; throws spsd::Error naming
-  // SPSD_TRACE when it cannot.
-  TraceRecorder(std::string file, int64_t rank);
+  // SPSD_TRACE and its value (setting) when it cannot.
+  TraceRecorder(std::string file, int64_t rank, std::string_view setting);
   // Writes the file; an error is printed on stderr (a destructor must not throw).
   ~TraceRecorder();
   TraceRecorder(const TraceRecorder&) = delete;
@@ -83,9 +84,10 @@ void set_thread_trace_recorder(TraceRecorder* recorder);
 // The lane of the calling thread: the communication worker's or the rank's host thread.
 TraceLane current_lane();
 
-// SPSD_TRACE turned into this rank's file name; "" when unset. Throws spsd::Error naming the
-// variable for an empty value.
-std::string trace_file_from_env(int64_t rank);
+// This rank's recorder under SPSD_TRACE (its file named as trace_file() says); null when unset.
+// Throws spsd::Error naming the variable and the value for an empty value or a file that cannot
+// be written.
+std::unique_ptr<TraceRecorder> trace_recorder_from_env(int64_t rank);
 
 // A span that is recorded when it ends (when this object is destroyed): an op's, from the start
 // of its dispatch to the return of its kernel. Empty (nothing to do) when tracing is off. With a
