@@ -96,10 +96,6 @@ void put_metadata(std::ostream& os, std::string_view name, int64_t pid, int64_t 
   os << "}}";
 }
 
-void open_error(std::string_view file) {
-  throw_error("SPSD_TRACE", "cannot write the trace file \"", file, "\": ", std::strerror(errno));
-}
-
 }  // namespace
 
 TraceRecorder::TraceRecorder(std::string file, int64_t rank, std::string_view setting)
@@ -172,7 +168,7 @@ void TraceRecorder::write() {
   os << "\n]}\n";
 
   std::ofstream out(file_, std::ios::trunc);
-  if (!out) open_error(file_);
+  SPSD_CHECK(out.good(), "SPSD_TRACE", "cannot write rank ", rank_, "'s trace file \"", file_, "\": ", std::strerror(errno));
   out << os.str();
   out.flush();
   SPSD_CHECK(out.good(), "SPSD_TRACE", "writing the trace file \"", file_, "\" failed");
