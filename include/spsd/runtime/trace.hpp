@@ -26,7 +26,8 @@ namespace detail {
 
 using TraceClock = std::chrono::steady_clock;
 
-// The rows of a rank in the viewer (the event's tid); pid is the rank.
+// The rows of a rank in the viewer (the event's tid); pid is the rank. kCudaComm is reserved:
+// device collectives are not timed on their stream yet (docs/trace.md).
 enum class TraceLane { kHost = 0, kCommStream = 1, kCudaCompute = 2, kCudaComm = 3 };
 
 // One argument of a span: a count, a time in microseconds, a text, or a list (ranks, layouts).
@@ -35,7 +36,7 @@ using TraceValue = std::variant<int64_t, double, std::string, std::vector<int64_
 struct TraceSpan {
   TraceLane lane = TraceLane::kHost;
   std::string name;
-  std::string category;  // "op", "instruction", "collective", "wait", "kernel"
+  std::string category;  // "op", "instruction", "collective", "wait"
   TraceClock::time_point begin, end;
   std::vector<std::pair<std::string, TraceValue>> args;
 };
