@@ -11,7 +11,7 @@ SPSD_BUILD_DIR=${SPSD_BUILD_DIR:-build}
 # dataset-fashion-mnist: the data of examples/07_train_mlp and its tests (they fall back to a
 # generated stand-in without it).
 SPSD_PACKAGES=(meson ninja-build pkg-config g++ libboost-mpi-dev openmpi-bin libopenmpi-dev catch2
-               libopenblas-dev zlib1g-dev dataset-fashion-mnist)
+               libopenblas-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev)
 
 spsd_say() { printf 'tools/%s: %s\n' "${0##*/}" "$*" >&2; }
 

@@ -18,6 +18,7 @@
 #include "../comm/gpu_identity.hpp"
 #include "../comm/host_staged_communicator.hpp"
 #include "../comm/nccl_communicator.hpp"
+#include "device_trace.cuh"
 #include "spsd/core/error.hpp"
 #include "spsd/runtime/runtime.hpp"
 #include "spsd/runtime/scheduler.hpp"
@@ -79,6 +80,10 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     streams_.compute = compute_.get();
     streams_.comm = comm_.get();
     allocator_ = std::make_shared<DeviceAllocator>(std::make_unique<CudaRawMemory>(streams_.device));
+    if (ctx.trace) {
+      trace_ = std::make_unique<DeviceTrace>();
+      ctx.trace->attach_device(this);  // the recorder goes first (context.hpp)
+    }
   }
 
   ~CudaDeviceRuntime() override {
@@ -86,6 +91,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     cudaSetDevice(streams_.device);
     for (cudaStream_t s : {streams_.compute, streams_.comm})
       if (s) cudaStreamSynchronize(s);  // work in flight before the streams go (their destructors)
+    trace_.reset();  // its events, now complete
     cudaGetLastError();
   }
 
@@ -162,6 +168,16 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     return *communicators_.emplace(world_ranks, std::move(comm)).first->second;
   }
 
+  std::unique_ptr<DeviceMark> begin_compute_span() override {
+    return trace_ ? trace_->begin(streams_.compute) : nullptr;
+  }
+  void end_compute_span(std::unique_ptr<DeviceMark> begin, TraceSpan span) override {
+    if (trace_ && begin) trace_->end(std::move(begin), streams_.compute, std::move(span));
+  }
+  void resolve_trace_spans(std::vector<TraceSpan>& out) override {
+    if (trace_) trace_->resolve(out);
+  }
+
  private:
   // An event from the pool; it goes back when the last holder drops it (an event may be recorded
   // again once the streams that wait for it were told to: they captured its state then).
@@ -206,6 +222,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     std::vector<std::unique_ptr<Event>> events;
   };
   std::shared_ptr<EventPool> event_pool_ = std::make_shared<EventPool>();
+  std::unique_ptr<DeviceTrace> trace_;  // SPSD_TRACE only
 };
 
 }  // namespace

@@ -65,24 +65,28 @@ void Communicator::check_counts(const char* op, const char* arg, std::span<const
     SPSD_CHECK(c >= 0, op, arg, " must be non-negative, got ", detail::join({counts.begin(), counts.end()}));
 }
 
-void Communicator::account(CollectiveKind kind, traffic::Traffic elems, DType dtype, int64_t messages) {
-  stats_->bytes_sent += elems.sent * size_of(dtype);
-  stats_->bytes_received += elems.received * size_of(dtype);
+void Communicator::account(CollectiveKind kind, traffic::Traffic elems, DType dtype, ObservedClock::time_point begin,
+                           int64_t messages) {
+  const int64_t sent = elems.sent * size_of(dtype), received = elems.received * size_of(dtype);
+  stats_->bytes_sent += sent;
+  stats_->bytes_received += received;
   stats_->messages += messages;
   stats_->collectives += 1;
   stats_->calls[static_cast<int>(kind)] += 1;
+  if (thread_observer_) thread_observer_({*this, kind, dtype, sent, received, messages, begin, ObservedClock::now()});
 }
 
 // Counters follow the bandwidth-optimal algorithms' formulas in comm/traffic.hpp.
 void Communicator::all_reduce(const void* send, void* recv, int64_t count, DType dtype, ReduceOp op) {
   before_call();
+  const ObservedClock::time_point begin = observed_begin();
   check_count("all_reduce", "count", count);
   check_dtype("all_reduce", dtype);
   check_reduce_op("all_reduce", op);
   check_buffer("all_reduce", "send", send, count);
   check_buffer("all_reduce", "recv", recv, count);
   do_all_reduce(send, recv, count, dtype, op);
-  account(CollectiveKind::kAllReduce, traffic::all_reduce(count, size(), rank_), dtype);
+  account(CollectiveKind::kAllReduce, traffic::all_reduce(count, size(), rank_), dtype, begin);
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype, ReduceOp op) {
@@ -95,13 +99,14 @@ void Communicator::reduce_scatter(const void* send, void* recv, int64_t recv_cou
 void Communicator::reduce_scatter_v(const void* send, void* recv, std::span<const int64_t> counts, DType dtype,
                                     ReduceOp op) {
   before_call();
+  const ObservedClock::time_point begin = observed_begin();
   check_counts("reduce_scatter", "recv_counts", counts);
   check_dtype("reduce_scatter", dtype);
   check_reduce_op("reduce_scatter", op);
   check_buffer("reduce_scatter", "send", send, total(counts));
   check_buffer("reduce_scatter", "recv", recv, counts[rank_]);
   do_reduce_scatter(send, recv, counts, dtype, op);
-  account(CollectiveKind::kReduceScatter, traffic::reduce_scatter(counts, rank_), dtype);
+  account(CollectiveKind::kReduceScatter, traffic::reduce_scatter(counts, rank_), dtype, begin);
 }
 
 void Communicator::all_gather(const void* send, void* recv, int64_t send_count, DType dtype) {
@@ -113,50 +118,56 @@ void Communicator::all_gather(const void* send, void* recv, int64_t send_count, 
 
 void Communicator::all_gather_v(const void* send, void* recv, std::span<const int64_t> counts, DType dtype) {
   before_call();
+  const ObservedClock::time_point begin = observed_begin();
   check_counts("all_gather", "recv_counts", counts);
   check_dtype("all_gather", dtype);
   check_buffer("all_gather", "send", send, counts[rank_]);
   check_buffer("all_gather", "recv", recv, total(counts));
   do_all_gather(send, recv, counts, dtype);
-  account(CollectiveKind::kAllGather, traffic::all_gather(counts, rank_), dtype);
+  account(CollectiveKind::kAllGather, traffic::all_gather(counts, rank_), dtype, begin);
 }
 
 void Communicator::all_to_all(const void* send, void* recv, int64_t count_per_peer, DType dtype) {
   before_call();
+  const ObservedClock::time_point begin = observed_begin();
   check_count("all_to_all", "count_per_peer", count_per_peer);
   std::vector<int64_t> counts(size(), count_per_peer);
-  all_to_all_checked(send, counts, recv, counts, dtype, true);
+  all_to_all_checked(send, counts, recv, counts, dtype, true, begin);
 }
 
 void Communicator::all_to_all_v(const void* send, std::span<const int64_t> send_counts, void* recv,
                                 std::span<const int64_t> recv_counts, DType dtype) {
   before_call();
-  all_to_all_checked(send, send_counts, recv, recv_counts, dtype, false);
+  const ObservedClock::time_point begin = observed_begin();
+  all_to_all_checked(send, send_counts, recv, recv_counts, dtype, false, begin);
 }
 
 void Communicator::all_to_all_checked(const void* send, std::span<const int64_t> send_counts, void* recv,
-                                      std::span<const int64_t> recv_counts, DType dtype, bool uniform) {
+                                      std::span<const int64_t> recv_counts, DType dtype, bool uniform,
+                                      ObservedClock::time_point begin) {
   check_counts("all_to_all", "send_counts", send_counts);
   check_counts("all_to_all", "recv_counts", recv_counts);
   check_dtype("all_to_all", dtype);
   check_buffer("all_to_all", "send", send, total(send_counts));
   check_buffer("all_to_all", "recv", recv, total(recv_counts));
   do_all_to_all(send, send_counts, recv, recv_counts, dtype, uniform);
-  account(CollectiveKind::kAllToAll, traffic::all_to_all(send_counts, recv_counts, rank_), dtype);
+  account(CollectiveKind::kAllToAll, traffic::all_to_all(send_counts, recv_counts, rank_), dtype, begin);
 }
 
 void Communicator::broadcast(void* buffer, int64_t count, DType dtype, int64_t root) {
   before_call();
+  const ObservedClock::time_point begin = observed_begin();
   check_count("broadcast", "count", count);
   check_dtype("broadcast", dtype);
   SPSD_CHECK(root >= 0 && root < size(), "broadcast", "root ", root, " is not a member of ", to_string());
   check_buffer("broadcast", "buffer", buffer, count);
   do_broadcast(buffer, count, dtype, root);
-  account(CollectiveKind::kBroadcast, traffic::broadcast(count, size(), rank_, root), dtype);
+  account(CollectiveKind::kBroadcast, traffic::broadcast(count, size(), rank_, root), dtype, begin);
 }
 
 void Communicator::send_recv(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, DType dtype) {
   before_call();
+  const ObservedClock::time_point begin = observed_begin();
   check_dtype("send_recv", dtype);
   int64_t sent = 0, received = 0, messages = 0;
   for (const SendSpec& s : sends) {
@@ -172,13 +183,14 @@ void Communicator::send_recv(std::span<const SendSpec> sends, std::span<const Re
     if (r.peer != rank_) received += r.count;
   }
   do_send_recv(sends, recvs, dtype);
-  account(CollectiveKind::kSendRecv, {sent, received}, dtype, messages);
+  account(CollectiveKind::kSendRecv, {sent, received}, dtype, begin, messages);
 }
 
 void Communicator::barrier() {
   before_call();
+  const ObservedClock::time_point begin = observed_begin();
   do_barrier();
-  account(CollectiveKind::kBarrier, {}, DType::kFloat32);
+  account(CollectiveKind::kBarrier, {}, DType::kFloat32, begin);
 }
 
 }  // namespace spsd

@@ -5,13 +5,39 @@
 
 #include "spsd/boxing/planner.hpp"
 #include "spsd/runtime/consistency.hpp"
+#include "spsd/runtime/device.hpp"
 #include "spsd/runtime/log.hpp"
 #include "spsd/runtime/runtime.hpp"
 
 namespace spsd::detail {
 
+namespace {
+// The op's span in the trace (SPSD_TRACE): its layouts, the chosen signature, and the bytes
+// boxing its inputs moves on this rank (the planner's figures, which CommStats counts). On a
+// cuda placement the span is timed on the compute stream too.
+OpenSpan trace_op(TraceRecorder& recorder, TraceClock::time_point begin, const Resolution& r, int64_t me) {
+  std::vector<std::string> inputs;
+  for (size_t i = 0; i < r.inputs.size(); ++i)
+    inputs.push_back(r.inputs[i].to_string() + " " + r.input_layouts[i].to_string());
+  int64_t sent = 0, received = 0;
+  for (const std::shared_ptr<const Plan>& plan : r.plans)
+    if (plan) sent += plan->bytes_sent(me), received += plan->bytes_received(me);
+  TraceSpan span{current_lane(), r.op, "op", begin, {}, {}};
+  span.args = {{"inputs", std::move(inputs)},
+               {"output", r.output.to_string() + " " + r.signature().output.to_string()},
+               {"signature", r.signature().to_string()},
+               {"ranks", r.placement.ranks()},
+               {"boxing_bytes_sent", sent},
+               {"boxing_bytes_received", received}};
+  const bool on_device = r.placement.device_type() == DeviceType::kCUDA && r.placement.contains(me);
+  return OpenSpan(recorder, std::move(span), on_device ? &device_runtime(r.op) : nullptr);
+}
+}  // namespace
+
 Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs,
                     const Scalar& scalar) {
+  TraceRecorder* const recorder = tls_trace_recorder;  // null unless SPSD_TRACE: the one test when off
+  const TraceClock::time_point begin = recorder ? TraceClock::now() : TraceClock::time_point{};
   SPSD_CHECK(!inputs.empty(), op.name, "needs at least one input");
   const Placement& placement = *inputs[0].placement;
   for (size_t i = 1; i < inputs.size(); ++i)
@@ -30,6 +56,7 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
   const Resolution& r = *p.resolution;
 
   const int64_t me = rank();
+  if (recorder) p.trace = trace_op(*recorder, begin, r, me);
   p.participates = placement.contains(me);
   if (!p.participates) return p;
   p.coords = placement.coords(me);

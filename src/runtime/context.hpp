@@ -14,6 +14,7 @@
 #include "spsd/runtime/device.hpp"
 #include "spsd/runtime/device_traffic.hpp"
 #include "spsd/runtime/stream.hpp"
+#include "spsd/runtime/trace.hpp"
 
 namespace spsd::detail {
 
@@ -41,6 +42,9 @@ struct Context {
   // The CUDA device, bound at the first use of a cuda placement. Declared last so it goes first:
   // its communicators wrap or were bootstrapped by the host ones above.
   std::unique_ptr<DeviceRuntime> device;
+  // SPSD_TRACE's recorder (null when off). It outlives the stream, whose worker records into it,
+  // and writes the file when it goes.
+  std::unique_ptr<TraceRecorder> trace;
   // The eager runtime (runtime/scheduler.hpp). The stream is declared after everything its
   // instructions use, so it is destroyed (its queue finished, its worker joined) first.
   bool synchronous = false;    // SPSD_SYNC

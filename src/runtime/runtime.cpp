@@ -16,6 +16,7 @@
 #include "spsd/core/shape.hpp"
 #include "spsd/runtime/device.hpp"
 #include "spsd/runtime/scheduler.hpp"
+#include "spsd/runtime/trace.hpp"
 #if SPSD_HAVE_MPI
 #include "../comm/mpi_backend.hpp"
 #endif
@@ -48,6 +49,7 @@ std::unique_ptr<Context> make_local_context(std::shared_ptr<LocalWorld> world, i
   ctx->timeout = default_timeout();
   ctx->synchronous = synchronous_from_env();
   ctx->inline_bytes = inline_bytes_from_env();
+  ctx->trace = trace_recorder_from_env(rank);
   ctx->backend = std::make_unique<LocalBackend>(std::move(world), &ctx->timeout);
   return ctx;
 }
@@ -58,6 +60,7 @@ void set_current_context(Context* ctx) {
   tls_context = ctx;
   // Collectives called on a rank's thread come after what it queued (the comm layer's one hook).
   set_collective_hook(ctx ? &before_host_communication : nullptr);
+  set_thread_trace_recorder(ctx ? ctx->trace.get() : nullptr);
 }
 
 Context& context(std::string_view op) {
@@ -119,6 +122,7 @@ void Runtime::init(int* argc, char*** argv) {
   impl_->context->async_allowed = threading >= MPI_THREAD_SERIALIZED;
   impl_->context->synchronous = detail::synchronous_from_env() || !impl_->context->async_allowed;
   impl_->context->inline_bytes = detail::inline_bytes_from_env();
+  impl_->context->trace = detail::trace_recorder_from_env(impl_->context->rank);
   impl_->context->backend = std::move(backend);
 #else
   (void)argc, (void)argv;

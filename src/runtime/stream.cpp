@@ -4,6 +4,8 @@
 #include <chrono>
 #include <cstdio>
 
+#include "spsd/runtime/trace.hpp"
+
 namespace spsd::detail {
 
 namespace {
@@ -20,13 +22,30 @@ std::string what_of(const std::exception_ptr& e) {
     return "an exception that is not a std::exception";
   }
 }
+TraceClock::time_point trace_time(int64_t ns) { return TraceClock::time_point(std::chrono::nanoseconds(ns)); }
+
+// An instruction's span on the lane of the thread that ran it (SPSD_TRACE); a queued one says
+// how long it waited for the worker.
+void trace_instruction(const Instruction& ins, int64_t start_ns, int64_t end_ns, int64_t queued_ns = 0) {
+  TraceRecorder* recorder = tls_trace_recorder;
+  if (!recorder) return;
+  TraceSpan span{current_lane(), std::string(ins.name), "instruction", trace_time(start_ns), trace_time(end_ns),
+                 {{"bytes", ins.bytes}}};
+  if (queued_ns) span.args.emplace_back("queued_us", (start_ns - queued_ns) * 1e-3);
+  recorder->record(std::move(span));
+}
 }  // namespace
 
 void StreamProgress::wait_for(uint64_t seq) {
   const int64_t start = now_ns();
   std::unique_lock lock(mutex);
   advanced.wait(lock, [&] { return completed.load(std::memory_order_acquire) >= seq; });
-  wait_ns.fetch_add(now_ns() - start, std::memory_order_relaxed);
+  const int64_t end = now_ns();
+  wait_ns.fetch_add(end - start, std::memory_order_relaxed);
+  // Blocked on the stream: in the trace, the time communication did not overlap this thread's work.
+  if (TraceRecorder* recorder = tls_trace_recorder)
+    recorder->record({current_lane(), "wait for communication", "wait", trace_time(start), trace_time(end),
+                      {{"instruction", static_cast<int64_t>(seq)}}});
 }
 
 CommStream::CommStream(std::function<void()> thread_setup) : thread_setup_(std::move(thread_setup)) {}
@@ -57,7 +76,7 @@ void CommStream::enqueue(Instruction ins) {
   for (const auto& b : ins.writes) b->note_write(done);
   {
     std::lock_guard lock(mutex_);
-    queue_.emplace_back(done.seq, std::move(ins));
+    queue_.push_back({done.seq, std::move(ins), tls_trace_recorder ? now_ns() : 0});
   }
   queued_.fetch_add(1, std::memory_order_relaxed);
   wake_.notify_one();
@@ -69,9 +88,14 @@ void CommStream::run_inline(Instruction& ins) {
   const int64_t start = now_ns();
   struct Timed {  // also when it throws
     std::atomic<int64_t>& total;
+    const Instruction& ins;
     int64_t start;
-    ~Timed() { total.fetch_add(now_ns() - start, std::memory_order_relaxed); }
-  } timed{inline_ns_, start};
+    ~Timed() {
+      const int64_t end = now_ns();
+      total.fetch_add(end - start, std::memory_order_relaxed);
+      trace_instruction(ins, start, end);
+    }
+  } timed{inline_ns_, ins, start};
   ins.run();
 }
 
@@ -91,7 +115,7 @@ void CommStream::work() {
   tls_on_comm_worker = true;
   thread_setup_();
   for (;;) {
-    std::pair<uint64_t, Instruction> next;
+    Queued next;
     {
       std::unique_lock lock(mutex_);
       wake_.wait(lock, [&] { return stop_ || !queue_.empty(); });
@@ -99,7 +123,7 @@ void CommStream::work() {
       next = std::move(queue_.front());
       queue_.pop_front();
     }
-    auto& [seq, ins] = next;
+    auto& [seq, ins, queued_ns] = next;
     if (failed_.load(std::memory_order_acquire)) {
       for (const auto& b : ins.writes) b->mark_failed(failure_text_);
     } else {
@@ -113,7 +137,9 @@ void CommStream::work() {
         failure_ = std::current_exception();
         failed_.store(true, std::memory_order_release);
       }
-      busy_ns_.fetch_add(now_ns() - start, std::memory_order_relaxed);
+      const int64_t end = now_ns();
+      busy_ns_.fetch_add(end - start, std::memory_order_relaxed);
+      trace_instruction(ins, start, end, queued_ns);
     }
     ins = {};  // operands are released once the stream has passed them
     progress_->completed.store(seq, std::memory_order_release);

@@ -9,7 +9,7 @@ fail() { echo "check_env: FAILED: $*" >&2; exit 1; }
 [ $# -eq 2 ] || fail "usage: check_env.sh MPIRUN ENV_ERRORS"
 mpirun=$1 program=$2
 log=$(mktemp "${TMPDIR:-/tmp}/spsd-env.XXXXXX")
-trap 'rm -f "$log"' EXIT
+trap 'rm -f "$log" "$log".rank*.json' EXIT
 
 # run VAR=VALUE...: the job with these variables; sets $status, output in $log.
 run() {
@@ -17,8 +17,9 @@ run() {
   status=$?
 }
 
-run SPSD_TIMEOUT_S=30 SPSD_SYNC=0 SPSD_INLINE_BYTES=0 SPSD_CHECK=op SPSD_LOG=boxing,dispatch
+run SPSD_TIMEOUT_S=30 SPSD_SYNC=0 SPSD_INLINE_BYTES=0 SPSD_CHECK=op SPSD_LOG=boxing,dispatch SPSD_TRACE="$log.json"
 [ "$status" -eq 0 ] && [ "$(grep -c ': ok$' "$log")" -eq 2 ] || { cat "$log" >&2; fail "valid values: exit $status"; }
+[ -s "$log.rank0.json" ] && [ -s "$log.rank1.json" ] || fail "valid values: SPSD_TRACE wrote no $log.rank0.json and $log.rank1.json"
 echo "check_env: valid values: both ranks ok"
 
 # bad VAR VALUE TEXT: every rank names VAR, shows VALUE and TEXT, and the job fails.
@@ -37,6 +38,8 @@ bad SPSD_INLINE_BYTES -1 "number of bytes >= 0"
 bad SPSD_INLINE_BYTES 12kb "number of bytes >= 0"
 bad SPSD_CHECK maybe "\"on\", \"op\" or \"off\""
 bad SPSD_LOG dispach "is no topic"
+bad SPSD_TRACE "" "must be a path"
+bad SPSD_TRACE /nonexistent-spsd-dir/trace.json "cannot write rank"
 
 # The local-rank variables: mpirun always sets a valid OMPI_COMM_WORLD_LOCAL_RANK for its ranks, so
 # these run the program alone (an MPI singleton) with the caller's values. single VAR=VALUE...

@@ -1,6 +1,7 @@
 #pragma once
 // Communicator: dtype-erased collectives (bytes + DType + ReduceOp) over a fixed, ordered set
 // of world ranks. The public calls validate and account; backends only move bytes.
+#include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
@@ -28,11 +29,25 @@ struct RecvSpec {
 // Every member calls each operation in the same order with matching arguments (counts are in
 // elements; "v" variants take one count per member, packed in member order). Passing
 // send == recv to all_reduce / reduce_scatter works in place.
+class Communicator;
 namespace detail {
 // Sets the hook every collective called on this thread runs first (null: none). The runtime
 // installs one on each thread that runs a rank, so that a collective waits for the
 // communication the thread queued earlier and every rank issues them in program order.
 void set_collective_hook(void (*hook)());
+
+// A collective this rank took part in, as the trace sees it once it returned: bytes are
+// CommStats' (what this call added to them).
+struct CollectiveSpan {
+  const Communicator& comm;
+  CollectiveKind kind;
+  DType dtype;
+  int64_t bytes_sent, bytes_received, messages;
+  std::chrono::steady_clock::time_point begin, end;
+};
+// Sets the function that sees every collective completed on this thread (null: none); the
+// runtime installs one on a rank's threads while it traces (SPSD_TRACE).
+void set_collective_observer(void (*observer)(const CollectiveSpan&));
 }  // namespace detail
 
 class Communicator {
@@ -81,14 +96,21 @@ class Communicator {
 
  private:
   friend void detail::set_collective_hook(void (*hook)());
+  friend void detail::set_collective_observer(void (*observer)(const detail::CollectiveSpan&));
+  using ObservedClock = std::chrono::steady_clock;  // not "Clock": it would hide a subclass's own
   static void before_call() {
     if (thread_hook_) thread_hook_();
   }
+  // The start of a call, for the observer; not read (and not taken) without one.
+  static ObservedClock::time_point observed_begin() {
+    return thread_observer_ ? ObservedClock::now() : ObservedClock::time_point{};
+  }
   static inline thread_local void (*thread_hook_)() = nullptr;
-  void account(CollectiveKind, traffic::Traffic elems, DType, int64_t messages = 0);
+  static inline thread_local void (*thread_observer_)(const detail::CollectiveSpan&) = nullptr;
+  void account(CollectiveKind, traffic::Traffic elems, DType, ObservedClock::time_point begin, int64_t messages = 0);
   void check_counts(const char* op, const char* arg, std::span<const int64_t> counts) const;
   void all_to_all_checked(const void* send, std::span<const int64_t> send_counts, void* recv,
-                          std::span<const int64_t> recv_counts, DType, bool uniform);
+                          std::span<const int64_t> recv_counts, DType, bool uniform, ObservedClock::time_point begin);
 
   std::vector<int64_t> world_ranks_;
   int64_t rank_;
@@ -100,6 +122,9 @@ std::vector<int64_t> displacements(std::span<const int64_t> counts);
 
 namespace detail {
 inline void set_collective_hook(void (*hook)()) { Communicator::thread_hook_ = hook; }
+inline void set_collective_observer(void (*observer)(const CollectiveSpan&)) {
+  Communicator::thread_observer_ = observer;
+}
 
 // Every member passes its own text and gets all of them, in member order (texts of any length,
 // packed into int64 words: the communicator moves dtypes). Collective over comm.

@@ -23,6 +23,7 @@
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/op/resolve.hpp"
 #include "spsd/runtime/device_traffic.hpp"
+#include "spsd/runtime/trace.hpp"
 #include "spsd/tensor/global_tensor.hpp"
 
 namespace spsd {
@@ -139,6 +140,7 @@ struct Prepared {
   std::vector<std::shared_ptr<Storage>> locals;  // inputs' pieces in the chosen layouts
   bool participates = false;                     // this rank is in the placement
   std::vector<int64_t> coords;                   // this rank's mesh coordinates
+  OpenSpan trace;  // the op's span under SPSD_TRACE: ends when run_op returns
 };
 
 // Ranks of the placement agree on a data-dependent error: each passes the global index it found

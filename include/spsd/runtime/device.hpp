@@ -13,6 +13,7 @@
 #include "spsd/comm/communicator.hpp"
 #include "spsd/layout/placement.hpp"
 #include "spsd/runtime/device_allocator.hpp"
+#include "spsd/runtime/trace.hpp"
 
 namespace spsd {
 
@@ -52,6 +53,12 @@ class DeviceRuntime {
   // The communicator that moves device buffers among these world ranks (NCCL when every rank
   // has its own GPU, else host-staged over the host backend); cached per rank set.
   virtual Communicator& communicator(const std::vector<int64_t>& world_ranks) = 0;
+  // The trace's spans on the compute stream (SPSD_TRACE; only called while tracing): begin
+  // records a timing event on it now, end records another and keeps span, whose times
+  // resolve_trace_spans reads from the two (waiting for them) when the trace is written.
+  virtual std::unique_ptr<DeviceMark> begin_compute_span() = 0;
+  virtual void end_compute_span(std::unique_ptr<DeviceMark> begin, TraceSpan span) = 0;
+  virtual void resolve_trace_spans(std::vector<TraceSpan>& out) = 0;
 };
 
 // This rank's device runtime, created (device bound, streams made) at the first call; throws

@@ -61,7 +61,12 @@ class CommStream {
   uint64_t issued_ = 0;  // the owning thread's count of queued instructions
   std::mutex mutex_;     // guards queue_, stop_, failure_
   std::condition_variable wake_;
-  std::deque<std::pair<uint64_t, Instruction>> queue_;
+  struct Queued {
+    uint64_t seq;
+    Instruction ins;
+    int64_t queued_ns;  // when it was queued; stamped only while tracing (how long it waited)
+  };
+  std::deque<Queued> queue_;
   bool stop_ = false;
   std::exception_ptr failure_;
   std::shared_ptr<const std::string> failure_text_;  // worker only: what skipped instructions mark

@@ -1,0 +1,51 @@
+// gpu-trace: SPSD_TRACE on a cuda placement puts each op's device work on the "cuda compute
+// stream" lane (tid 2), timed with CUDA events and mapped onto the host clock: a matmul's
+// device span must exist, last longer than nothing, and fall inside the host's view of the run.
+// Exits 77 (meson: SKIP) where no CUDA device is usable. Written without a GPU at hand
+// (docs/trace.md says what ran where).
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+#include <spsd/spsd.hpp>
+
+int main(int argc, char** argv) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / "spsd-gpu-trace";
+  std::filesystem::create_directories(dir);
+  ::setenv("SPSD_TRACE", (dir / "gpu.json").c_str(), 1);  // read when the Runtime starts
+  spsd::Runtime runtime(argc, argv);
+  if (!spsd::cuda_available()) {
+    std::puts("SKIP: no usable CUDA device");
+    return 77;
+  }
+  using namespace spsd;
+  Placement p("cuda", {0});
+  auto a = ones<float>(Shape{512, 512}, p, NdSbp{sbp::broadcast});
+  auto c = matmul(a, a);
+  (void)c.to_local().to_vector();  // waits for the device
+  flush_trace();
+
+  std::ifstream in(trace_file());
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  const nlohmann::json *host = nullptr, *device = nullptr;
+  for (const auto& e : trace["traceEvents"])
+    if (e["ph"] == "X" && e["name"] == "matmul") (e["tid"] == 0 ? host : device) = &e;
+  if (!host || !device || (*device)["tid"] != 2) {
+    std::puts("FAIL: no matmul span on the host thread and on the cuda compute stream lane");
+    return 1;
+  }
+  const double host_ts = (*host)["ts"], device_ts = (*device)["ts"], device_dur = (*device)["dur"];
+  // The device span starts once the host began the op (give the clock mapping 1 ms) and the
+  // kernel of a 512^3 matmul takes some time.
+  if (device_ts + 1000 < host_ts || device_dur <= 0) {
+    std::printf("FAIL: matmul on the device at %.3f us for %.3f us, on the host from %.3f us\n", device_ts, device_dur,
+                host_ts);
+    return 1;
+  }
+  std::printf("OK: matmul host %.3f us, device %.3f us (starting %.3f us after the host's)\n",
+              static_cast<double>((*host)["dur"]), device_dur, device_ts - host_ts);
+  return 0;
+}
