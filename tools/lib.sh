@@ -63,7 +63,22 @@ spsd_configure() {
   fi
 }
 
-spsd_build() { ninja -C "$SPSD_BUILD_DIR"; }
+# Meson (1.0 in Debian 12) gives nvcc no dependency-file arguments, so ninja does not know which
+# headers a .cu file includes and would keep its object after a header changed: a stale vtable or
+# struct layout, i.e. crashes. Objects of cuda/ older than the newest header go first.
+spsd_drop_stale_cuda_objects() {
+  local dir=$1 newest
+  [ -d "$dir" ] || return 0
+  newest=$(find "$SPSD_ROOT/include" "$SPSD_ROOT/src" "$SPSD_ROOT/cuda" \( -name '*.hpp' -o -name '*.cuh' \) \
+    -printf '%T@\n' | sort -n | tail -1)
+  [ -n "$newest" ] || return 0
+  find "$dir" -name '*.cu.o' ! -newermt "@$newest" -delete
+}
+
+spsd_build() {
+  spsd_drop_stale_cuda_objects "$SPSD_BUILD_DIR"
+  ninja -C "$SPSD_BUILD_DIR"
+}
 
 # Everything before running: packages, CUDA on PATH, configure, build. ARGS go to spsd_configure.
 # Run from SPSD_ROOT.

@@ -48,6 +48,17 @@ inline unsigned grid_dim(int64_t n, int64_t cap) { return static_cast<unsigned>(
 __device__ inline int64_t thread_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline int64_t thread_count() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
+// 16 bytes of elements, loaded and stored as one access: the flat element-wise kernels move a pack per
+// thread and step, the last n % size elements one by one (and the dense row reductions load them). An add of 256 MiB operands ran at 0.80
+// of copy bandwidth on an H100 with one 4-byte element per thread (docs/benchmarks.md, GPU).
+template <class T>
+struct alignas(16) Pack {
+  static constexpr int kSize = 16 / sizeof(T);
+  T v[kSize];
+};
+
+inline bool aligned_for_packs(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
 // Integer +, -, *, negation modulo 2^bits through the unsigned type (cpu loop.hpp's wrap_*);
 // floats pass through.
 template <class T>

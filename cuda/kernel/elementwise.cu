@@ -104,16 +104,6 @@ __global__ void map_kernel(F f, const T* x, T* out, int64_t n) {
   for (int64_t i = thread_index(); i < n; i += thread_count()) out[i] = f(x[i]);
 }
 
-// 16 bytes of elements, loaded and stored as one access: the flat kernels below move a pack per
-// thread and step, the last n % size elements one by one. An add of 256 MiB operands ran at 0.80
-// of copy bandwidth on an H100 with one 4-byte element per thread (docs/benchmarks.md, GPU).
-template <class T>
-struct alignas(16) Pack {
-  static constexpr int kSize = 16 / sizeof(T);
-  T v[kSize];
-};
-
-inline bool aligned_for_packs(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
 template <class T, class F>
 __global__ void map_packs_kernel(F f, const T* x, T* out, int64_t n) {

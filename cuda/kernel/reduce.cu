@@ -65,6 +65,28 @@ __global__ void reduce_short_rows_kernel(F f, const T* x, T* out, int64_t out_n,
   }
 }
 
+// reduce_short_rows_kernel for dense rows (x row-major, 16-byte aligned, a row a whole number of
+// packs): each lane loads a 16-byte pack at a time, a quarter of the load instructions of one
+// float per lane for the same bytes (that kernel's row sum of 1024-float rows reached 0.72 of
+// copy bandwidth on an H200).
+template <class T, class F>
+__global__ void reduce_dense_short_rows_kernel(F f, const T* x, T* out, int64_t out_n, int64_t n, T identity) {
+  constexpr int k = Pack<T>::kSize;
+  const int64_t warps = blockDim.x / 32, lane = threadIdx.x % 32, packs = n / k;
+  for (int64_t o = blockIdx.x * warps + threadIdx.x / 32; o < out_n; o += static_cast<int64_t>(gridDim.x) * warps) {
+    const Pack<T>* row = reinterpret_cast<const Pack<T>*>(x + o * n);
+    T acc = identity;
+#pragma unroll 2
+    for (int64_t p = lane; p < packs; p += 32) {
+      const Pack<T> v = row[p];
+#pragma unroll
+      for (int j = 0; j < k; ++j) acc = f(acc, v.v[j]);
+    }
+    acc = warp_reduce(f, acc);
+    if (lane == 0) out[o] = acc;
+  }
+}
+
 constexpr int kColX = 32, kColY = 16;
 
 // Part p = blockIdx.y of the reduced range ([p * chunk, (p + 1) * chunk)) for outputs o,
@@ -179,8 +201,14 @@ void reduce(ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64
           const int warps_per_block = detail::kThreads / 32;
           const unsigned blocks = static_cast<unsigned>(
               std::min<int64_t>((out_n + warps_per_block - 1) / warps_per_block, int64_t{1} << 20));
-          detail::reduce_short_rows_kernel<<<blocks, detail::kThreads, 0, s>>>(f, in, to, out_n, n, kept_space,
-                                                                               red_space, identity);
+          const bool dense = red_space.ndim == 1 && red_space.strides[0][0] == 1 &&
+                             (kept_space.ndim == 0 || (kept_space.ndim == 1 && kept_space.strides[0][0] == n)) &&
+                             n % detail::Pack<T>::kSize == 0 && detail::aligned_for_packs(in);
+          if (dense)
+            detail::reduce_dense_short_rows_kernel<<<blocks, detail::kThreads, 0, s>>>(f, in, to, out_n, n, identity);
+          else
+            detail::reduce_short_rows_kernel<<<blocks, detail::kThreads, 0, s>>>(f, in, to, out_n, n, kept_space,
+                                                                                 red_space, identity);
           detail::check_launch("reduce");
           return;
         }

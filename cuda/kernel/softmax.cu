@@ -122,43 +122,52 @@ __global__ void cross_entropy_backward_kernel(const T* logits, const int64_t* la
 
 }  // namespace detail
 
+namespace detail {
+
+// A tensor around its softmax axis: outer rows of len elements, inner apart (inner == 1: each
+// row contiguous, one block per row; else one thread per (outer, inner) column).
+struct AxisRows {
+  int64_t outer = 1, len = 1, inner = 1;
+  unsigned row_blocks() const { return static_cast<unsigned>(std::min<int64_t>(outer, int64_t{1} << 20)); }
+};
+
+AxisRows axis_rows(const char* name, const Shape& shape, int64_t axis) {
+  SPSD_CHECK(axis >= 0 && axis < shape.ndim(), name, "axis ", axis, " is out of range for shape ", shape);
+  AxisRows r;
+  for (int64_t d = 0; d < axis; ++d) r.outer *= shape[d];
+  for (int64_t d = axis + 1; d < shape.ndim(); ++d) r.inner *= shape[d];
+  r.len = shape[axis];
+  return r;
+}
+
+}  // namespace detail
+
 template <std::floating_point T>
 void softmax(const T* x, const Shape& shape, int64_t axis, T* out, bool log, void* stream) {
   const char* name = log ? "log_softmax" : "softmax";
-  SPSD_CHECK(axis >= 0 && axis < shape.ndim(), name, "axis ", axis, " is out of range for shape ", shape);
+  const detail::AxisRows r = detail::axis_rows(name, shape, axis);
   if (shape.numel() == 0) return;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
-  for (int64_t d = axis + 1; d < shape.ndim(); ++d) inner *= shape[d];
-  const int64_t len = shape[axis];
   cudaStream_t s = detail::as_stream(stream);
-  if (inner == 1) {
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(outer, int64_t{1} << 20));
-    detail::softmax_rows_kernel<<<blocks, detail::row_threads(len), 0, s>>>(x, out, outer, len, log);
-  } else {
-    detail::softmax_cols_kernel<<<detail::blocks_for(outer * inner), detail::kThreads, 0, s>>>(x, out, outer, len,
-                                                                                               inner, log);
-  }
+  if (r.inner == 1)
+    detail::softmax_rows_kernel<<<r.row_blocks(), detail::row_threads(r.len), 0, s>>>(x, out, r.outer, r.len, log);
+  else
+    detail::softmax_cols_kernel<<<detail::blocks_for(r.outer * r.inner), detail::kThreads, 0, s>>>(
+        x, out, r.outer, r.len, r.inner, log);
   detail::check_launch(name);
 }
 
 template <std::floating_point T>
 void softmax_backward(const T* y, const T* g, const Shape& shape, int64_t axis, T* dx, bool log, void* stream) {
   const char* name = log ? "log_softmax_grad" : "softmax_grad";
-  SPSD_CHECK(axis >= 0 && axis < shape.ndim(), name, "axis ", axis, " is out of range for shape ", shape);
+  const detail::AxisRows r = detail::axis_rows(name, shape, axis);
   if (shape.numel() == 0) return;
-  int64_t outer = 1, inner = 1;
-  for (int64_t d = 0; d < axis; ++d) outer *= shape[d];
-  for (int64_t d = axis + 1; d < shape.ndim(); ++d) inner *= shape[d];
-  const int64_t len = shape[axis];
   cudaStream_t s = detail::as_stream(stream);
-  if (inner == 1) {
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(outer, int64_t{1} << 20));
-    detail::softmax_backward_rows_kernel<<<blocks, detail::row_threads(len), 0, s>>>(y, g, dx, outer, len, log);
-  } else {
-    detail::softmax_backward_cols_kernel<<<detail::blocks_for(outer * inner), detail::kThreads, 0, s>>>(
-        y, g, dx, outer, len, inner, log);
-  }
+  if (r.inner == 1)
+    detail::softmax_backward_rows_kernel<<<r.row_blocks(), detail::row_threads(r.len), 0, s>>>(y, g, dx, r.outer,
+                                                                                               r.len, log);
+  else
+    detail::softmax_backward_cols_kernel<<<detail::blocks_for(r.outer * r.inner), detail::kThreads, 0, s>>>(
+        y, g, dx, r.outer, r.len, r.inner, log);
   detail::check_launch(name);
 }
 
@@ -166,7 +175,7 @@ template <std::floating_point T>
 void cross_entropy_backward(const T* logits, const int64_t* labels, const T* g, int64_t rows, int64_t classes,
                             int64_t total_rows, T* dx, void* stream) {
   if (rows == 0 || classes == 0) return;
-  const unsigned blocks = static_cast<unsigned>(std::min<int64_t>(rows, int64_t{1} << 20));
+  const unsigned blocks = detail::AxisRows{rows, classes, 1}.row_blocks();
   detail::cross_entropy_backward_kernel<<<blocks, detail::row_threads(classes), 0, detail::as_stream(stream)>>>(
       logits, labels, g, rows, classes, total_rows, dx);
   detail::check_launch("cross_entropy_grad");

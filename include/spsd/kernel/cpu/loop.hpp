@@ -76,30 +76,9 @@ inline void fill_n(T* out, int64_t n, T value) {
   for (; i < n; ++i) out[i] = value;
 }
 
-// f-reduction of g(x[i]) over i < n, starting from identity (which must be f's identity).
-// kBlock<T> independent accumulators make the loop vectorize without -ffast-math
-// reassociation, and give float sums a smaller error than one long running sum.
-template <class T, class F, class G>
-inline T fold_map(F f, G g, const T* x, int64_t n, T identity) {
-  constexpr int64_t W = kBlock<T>;
-  T r = identity;
-  int64_t i = 0;
-  if (n >= W) {
-    T acc[W];
-    SPSD_UNROLL
-    for (int64_t j = 0; j < W; ++j) acc[j] = identity;
-    for (; i + W <= n; i += W) {
-      SPSD_UNROLL
-      for (int64_t j = 0; j < W; ++j) acc[j] = f(acc[j], g(x[i + j]));
-    }
-    for (int64_t j = 0; j < W; ++j) r = f(r, acc[j]);
-  }
-  for (; i < n; ++i) r = f(r, g(x[i]));
-  return r;
-}
-
-// f-reduction of g(a[i], b[i]) over i < n (a dot product with f = +, g = *): fold_map over two
-// inputs, with the same accumulators.
+// f-reduction of g(a[i], b[i]) over i < n, starting from identity (which must be f's identity):
+// a dot product with f = +, g = *. kBlock<T> independent accumulators make the loop vectorize
+// without -ffast-math reassociation, and give float sums a smaller error than one long running sum.
 template <class T, class F, class G>
 inline T fold_map2(F f, G g, const T* a, const T* b, int64_t n, T identity) {
   constexpr int64_t W = kBlock<T>;
@@ -117,6 +96,13 @@ inline T fold_map2(F f, G g, const T* a, const T* b, int64_t n, T identity) {
   }
   for (; i < n; ++i) r = f(r, g(a[i], b[i]));
   return r;
+}
+
+// f-reduction of g(x[i]) over i < n: fold_map2 with one input (read once: the second operand
+// is the same load).
+template <class T, class F, class G>
+inline T fold_map(F f, G g, const T* x, int64_t n, T identity) {
+  return fold_map2(f, [g](T v, T) { return g(v); }, x, x, n, identity);
 }
 
 // max and min as generic functions: they apply to scalars and, through GCC/Clang vector
