@@ -97,21 +97,56 @@ class CudaDeviceRuntime final : public DeviceRuntime {
 
   int device() const override { return streams_.device; }
   void* compute_stream() override { return streams_.compute; }
+  // Where this thread's copies and fills go: the compute stream, or the communication stream
+  // inside a queued instruction (KernelStreamOverride).
+  cudaStream_t work_stream() const {
+    void* s = kernel_stream_override();
+    return s ? static_cast<cudaStream_t>(s) : streams_.compute;
+  }
   const std::shared_ptr<DeviceAllocator>& shared_allocator() override { return allocator_; }
 
   void bind_calling_thread() override {
     check_cuda(cudaSetDevice(streams_.device), "communication stream", concat("binding to device ", streams_.device));
   }
 
-  std::function<void()> ordered_after_current_work(std::function<void()> run) override {
+  // The worker runs the wrapper while this runtime lives (the context ends its stream first).
+  // Inside it, everything the instruction enqueues goes on the communication stream, after the
+  // compute work issued before it: its collectives, and its pack/unpack kernels and copies
+  // (KernelStreamOverride); its allocations take only blocks freed before the issue, and the
+  // blocks it frees return once the compute stream waits for it (device_allocator.hpp).
+  std::function<void()> ordered_after_current_work(std::string_view name, int64_t bytes,
+                                                   std::function<void()> run) override {
     std::shared_ptr<Event> ready = take_event();
     ready->record(streams_.compute, "communication");
-    return [run = std::move(run), ready = std::move(ready)] {
-      struct Scope {  // also when run throws
-        explicit Scope(cudaEvent_t e) { tls_inputs_ready = e; }
-        ~Scope() { tls_inputs_ready = nullptr; }
-      } scope(ready->get());
-      run();
+    const int64_t generation = allocator_->begin_generation();
+    return [this, name, bytes, generation, run = std::move(run), ready = std::move(ready)] {
+      ready->make_wait(streams_.comm, "communication");
+      std::unique_ptr<DeviceMark> start = trace_ ? trace_->begin(streams_.comm) : nullptr;
+      {
+        DeviceAllocator::DeferFrees held(*allocator_);
+        // Destroyed before `held` releases its blocks, also when run throws: the compute stream
+        // waits for everything enqueued (ready is re-recorded: every wait on it was issued).
+        struct JoinCompute {
+          const DeviceStreams& streams;
+          cudaEvent_t done;
+          ~JoinCompute() {
+            (void)cudaEventRecord(done, streams.comm);
+            (void)cudaStreamWaitEvent(streams.compute, done, 0);
+          }
+        } join{streams_, ready->get()};
+        struct InputsReady {  // what the communicators wait for (cuda/comm/device_streams.hpp)
+          explicit InputsReady(cudaEvent_t e) { tls_inputs_ready = e; }
+          ~InputsReady() { tls_inputs_ready = nullptr; }
+        } inputs(ready->get());
+        const KernelStreamOverride on_comm(streams_.comm);
+        const DeviceAllocator::OnlyBlocksFreedBefore older(generation);
+        run();
+      }
+      if (!start) return;
+      // Timed from when its inputs are ready to the end of everything it enqueued.
+      TraceSpan span{TraceLane::kCudaComm, std::string(name), "instruction"};
+      span.args.push_back({"bytes", bytes});
+      trace_->end(std::move(start), streams_.comm, std::move(span));
     };
   }
 
@@ -122,17 +157,17 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   }
 
   void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device, int64_t bytes) override {
-    // Unified addressing lets the driver tell host from device pointers; ordered on compute.
-    check_cuda(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, streams_.compute), "copy",
+    // Unified addressing lets the driver tell host from device pointers; ordered on the work stream.
+    check_cuda(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, work_stream()), "copy",
                concat("copying ", bytes, " bytes ", to_string(src_device), " -> ", to_string(dst_device)));
     if (dst_device == DeviceType::kCPU) {
       drain_communicators();
-      check_cuda(cudaStreamSynchronize(streams_.compute), "copy", "waiting for a device -> host copy");
+      check_cuda(cudaStreamSynchronize(work_stream()), "copy", "waiting for a device -> host copy");
     }
   }
 
   void zero_bytes(void* dst, int64_t bytes) override {
-    check_cuda(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), streams_.compute), "zero fill",
+    check_cuda(cudaMemsetAsync(dst, 0, static_cast<size_t>(bytes), work_stream()), "zero fill",
                concat("zeroing ", bytes, " bytes"));
   }
 
@@ -142,11 +177,11 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     if (value_bytes == 8) {
       uint64_t word;
       std::memcpy(&word, value, 8);
-      fill_words<<<blocks, kThreads, 0, streams_.compute>>>(static_cast<uint64_t*>(dst), count, word);
+      fill_words<<<blocks, kThreads, 0, work_stream()>>>(static_cast<uint64_t*>(dst), count, word);
     } else {
       uint32_t word;
       std::memcpy(&word, value, 4);
-      fill_words<<<blocks, kThreads, 0, streams_.compute>>>(static_cast<uint32_t*>(dst), count, word);
+      fill_words<<<blocks, kThreads, 0, work_stream()>>>(static_cast<uint32_t*>(dst), count, word);
     }
     check_cuda(cudaGetLastError(), "fill", concat("filling ", count, " elements of ", value_bytes, " bytes"));
   }

@@ -3,6 +3,7 @@
 #include "spsd/runtime/device.hpp"
 
 #include <cstring>
+#include <utility>
 
 #include "spsd/core/config.hpp"
 
@@ -52,8 +53,18 @@ void fill_elements(void* dst, DeviceType device, int64_t count, const void* valu
   for (int64_t i = 0; i < count; ++i) std::memcpy(static_cast<char*>(dst) + i * value_bytes, value, value_bytes);
 }
 
+namespace {
+thread_local void* tls_kernel_stream = nullptr;
+}  // namespace
+
+KernelStreamOverride::KernelStreamOverride(void* stream) noexcept : previous_(std::exchange(tls_kernel_stream, stream)) {}
+KernelStreamOverride::~KernelStreamOverride() { tls_kernel_stream = previous_; }
+void* kernel_stream_override() { return tls_kernel_stream; }
+
 void* stream_for(DeviceType device) {
-  return device == DeviceType::kCPU ? nullptr : device_runtime("kernel launch").compute_stream();
+  if (device == DeviceType::kCPU) return nullptr;
+  if (tls_kernel_stream) return tls_kernel_stream;
+  return device_runtime("kernel launch").compute_stream();
 }
 
 Communicator& communicator_for(const std::vector<int64_t>& world_ranks, DeviceType device) {

@@ -46,7 +46,7 @@ void issue_comm(Instruction ins, Urgency urgency) {
     return s.run_inline(ins);
   // Inline, the communicators order themselves after the compute stream as it is; queued, after
   // the compute stream as it is now, at issue (on a GPU this is what lets backward overlap).
-  if (ctx.device) ins.run = ctx.device->ordered_after_current_work(std::move(ins.run));
+  if (ctx.device) ins.run = ctx.device->ordered_after_current_work(ins.name, ins.bytes, std::move(ins.run));
   s.enqueue(std::move(ins));
 }
 

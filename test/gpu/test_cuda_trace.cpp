@@ -1,8 +1,11 @@
 // gpu-trace: SPSD_TRACE on a cuda placement puts each op's device work on the "cuda compute
 // stream" lane (tid 2), timed with CUDA events and mapped onto the host clock: a matmul's
 // device span must exist, last longer than nothing, and fall inside the host's view of the run.
+// And a queued device boxing (to_global of a 1 MiB P(sum) tensor to B on 2 simulated ranks,
+// host-staged) appears on the "cuda communication stream" lane (tid 3) with its bytes.
 // Exits 77 (meson: SKIP) where no CUDA device is usable. Written without a GPU at hand
 // (docs/trace.md says what ran where).
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -47,5 +50,26 @@ int main(int argc, char** argv) {
   }
   std::printf("OK: matmul host %.3f us, device %.3f us (starting %.3f us after the host's)\n",
               static_cast<double>((*host)["dur"]), device_dur, device_ts - host_ts);
+
+  std::atomic<int> failures{0};
+  simulate(2, [&] {
+    const Placement two("cuda", {0, 1});
+    auto partial = ones<float>(Shape{1 << 18}, two, NdSbp{sbp::partial_sum});
+    auto whole = partial.to_global(two, NdSbp{sbp::broadcast});  // 1 MiB: queued, not inline
+    (void)whole.to_local().to_vector();
+    flush_trace();
+    std::ifstream rank_in(trace_file());
+    const nlohmann::json t = nlohmann::json::parse(rank_in);
+    bool found = false;
+    for (const auto& e : t["traceEvents"])
+      if (e["ph"] == "X" && e["tid"] == 3 && e["args"].contains("bytes") && e["args"]["bytes"] > 0)
+        found = found || e["dur"] >= 0;
+    if (!found) {
+      std::printf("FAIL: rank %d: no instruction with bytes on the cuda communication stream lane\n", rank());
+      ++failures;
+    }
+  });
+  if (failures) return 1;
+  std::puts("OK: the queued device boxing is on the cuda communication stream lane");
   return 0;
 }

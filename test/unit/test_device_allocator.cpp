@@ -107,3 +107,37 @@ TEST_CASE("device allocator: misuse", "[device-allocator][errors]") {
   CHECK_THAT(error_of([&] { a.allocate(-1); }), ContainsAll({"device allocate", "non-negative", "-1"}));
   CHECK_THAT(error_of([] { DeviceAllocator none(nullptr); }), ContainsAll({"DeviceAllocator", "raw device memory"}));
 }
+
+// The communication worker's rules (device_allocator.hpp): an instruction issued at generation g
+// takes only blocks freed before g, and its own frees return once it ends.
+TEST_CASE("device allocator: generations and deferred frees", "[device-allocator]") {
+  int64_t live = 0;
+  DeviceAllocator a(std::make_unique<FakeDeviceMemory>(int64_t{1} << 40, &live));
+  void* before = a.allocate(1000);
+  a.free(before);                          // freed in generation 0
+  const int64_t g = a.begin_generation();  // an instruction is issued
+  void* after = a.allocate(1000);
+  CHECK(after == before);  // the rank's own thread may take any block
+  a.free(after);           // freed in generation g: its readers may come after the issue
+  {
+    const DeviceAllocator::OnlyBlocksFreedBefore worker(g);
+    void* fresh = a.allocate(1000);
+    CHECK(fresh != before);  // not the block freed after the issue
+    CHECK(a.stats().raw_allocations == 2);
+    {
+      const DeviceAllocator::DeferFrees held(a);
+      a.free(fresh);
+      CHECK(a.stats().bytes_in_use == 1024);  // held back while the instruction runs
+    }
+    CHECK(a.stats().bytes_in_use == 0);
+    CHECK(a.stats().bytes_cached == 2048);
+  }
+  // A later instruction may take both blocks.
+  const DeviceAllocator::OnlyBlocksFreedBefore next(a.begin_generation());
+  void* x = a.allocate(1000);
+  void* y = a.allocate(1000);
+  CHECK(std::set<void*>{x, y}.size() == 2);
+  CHECK(a.stats().raw_allocations == 2);
+  a.free(x);
+  a.free(y);
+}

@@ -49,7 +49,10 @@ class DeviceRuntime {
   // For communication queued now and run later by the worker: marks, now, the point on the
   // compute stream where its inputs are written, and returns `run` wrapped so that its device
   // collectives wait for that point only, not for the kernels the rank launches meanwhile.
-  virtual std::function<void()> ordered_after_current_work(std::function<void()> run) = 0;
+  // While tracing, the wrapped run is also timed on the communication stream (lane kCudaComm,
+  // named `name`, with `bytes`).
+  virtual std::function<void()> ordered_after_current_work(std::string_view name, int64_t bytes,
+                                                           std::function<void()> run) = 0;
   // The communicator that moves device buffers among these world ranks (NCCL when every rank
   // has its own GPU, else host-staged over the host backend); cached per rank set.
   virtual Communicator& communicator(const std::vector<int64_t>& world_ranks) = 0;
@@ -74,8 +77,24 @@ void zero_bytes(void* dst, DeviceType device, int64_t bytes);
 // Sets count elements of value_bytes bytes each to *value, in the given space; on a device, a
 // fill on the compute stream (no host copy). value_bytes: 4 or 8 (the element sizes).
 void fill_elements(void* dst, DeviceType device, int64_t count, const void* value, int64_t value_bytes);
-// The compute stream to launch kernels on for this memory space (nullptr for the CPU).
+// The stream to launch kernels on for this memory space (nullptr for the CPU): the compute
+// stream, or the one a KernelStreamOverride on this thread names.
 void* stream_for(DeviceType device);
+
+// While alive, this thread's device kernels and copies go on `stream` (a cudaStream_t) instead
+// of the compute stream: the communication worker inside a queued instruction, whose pack and
+// unpack kernels then run on the communication stream, after the instruction's inputs.
+class KernelStreamOverride {
+ public:
+  explicit KernelStreamOverride(void* stream) noexcept;
+  ~KernelStreamOverride();
+  KernelStreamOverride(const KernelStreamOverride&) = delete;
+  KernelStreamOverride& operator=(const KernelStreamOverride&) = delete;
+
+ private:
+  void* previous_;
+};
+void* kernel_stream_override();  // null: none
 // The communicator for a boxing step whose buffers live in device (the host one for the CPU).
 Communicator& communicator_for(const std::vector<int64_t>& world_ranks, DeviceType device);
 

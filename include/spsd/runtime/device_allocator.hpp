@@ -1,9 +1,16 @@
 #pragma once
 // A caching allocator for device memory: freed blocks go back to a per-size free list and the
 // next request of that size class reuses them, so a training loop's steady state calls the
-// driver's malloc no more. Reuse without events is safe because every user of a block on a rank
-// is ordered on that rank's compute stream (collectives join back to it before they return);
-// a block freed while a kernel still reads it is handed out only to later work on that stream.
+// driver's malloc no more. Reuse needs no event per block because every user of a block is
+// ordered on the rank's compute stream, or on its communication stream inside an instruction
+// that the compute stream then waits for; two rules keep it so when the communication worker
+// allocates (docs/runtime.md, "CUDA placements"):
+//   - generations: a queued instruction waits only for the compute work before its issue, so
+//     its allocations take only blocks freed before that issue (OnlyBlocksFreedBefore), not
+//     blocks whose last readers were launched after it;
+//   - deferred frees: blocks the worker frees while an instruction runs may still be in use on
+//     the communication stream, so they return to the free lists when the instruction has made
+//     the compute stream wait for it (DeferFrees).
 // The raw allocation calls sit behind RawDeviceMemory so the bookkeeping is unit-tested on hosts
 // without a GPU (test/unit/test_device_allocator.cpp).
 #include <cstdint>
@@ -12,6 +19,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "spsd/core/error.hpp"
@@ -55,6 +63,45 @@ class DeviceAllocator {
     return (bytes + unit - 1) / unit * unit;
   }
 
+  static constexpr int64_t kAnyGeneration = INT64_MAX;
+
+  // Starts a new generation and returns it: blocks freed from now on belong to it.
+  int64_t begin_generation() {
+    std::lock_guard lock(mutex_);
+    return ++generation_;
+  }
+
+  // While alive, this thread's allocations take only blocks freed before `generation`.
+  class OnlyBlocksFreedBefore {
+   public:
+    explicit OnlyBlocksFreedBefore(int64_t generation) : previous_(std::exchange(tls_freed_before_, generation)) {}
+    ~OnlyBlocksFreedBefore() { tls_freed_before_ = previous_; }
+    OnlyBlocksFreedBefore(const OnlyBlocksFreedBefore&) = delete;
+    OnlyBlocksFreedBefore& operator=(const OnlyBlocksFreedBefore&) = delete;
+
+   private:
+    int64_t previous_;
+  };
+
+  // While alive, the blocks of `allocator` this thread frees are held back; they return to the
+  // free lists when it ends.
+  class DeferFrees {
+   public:
+    explicit DeferFrees(DeviceAllocator& allocator) : allocator_(allocator), previous_(std::exchange(tls_deferred_, this)) {}
+    ~DeferFrees() {
+      tls_deferred_ = previous_;
+      for (void* p : held_) allocator_.free(p);
+    }
+    DeferFrees(const DeferFrees&) = delete;
+    DeferFrees& operator=(const DeferFrees&) = delete;
+
+   private:
+    friend class DeviceAllocator;
+    DeviceAllocator& allocator_;
+    DeferFrees* previous_;
+    std::vector<void*> held_;
+  };
+
   // A block of at least bytes (nullptr for 0). Out of memory: frees the cache and retries
   // once, then throws spsd::Error naming the request and what is in use.
   void* allocate(int64_t bytes) {
@@ -64,9 +111,8 @@ class DeviceAllocator {
     std::lock_guard lock(mutex_);
     ++stats_.requests;
     void* p = nullptr;
-    if (auto it = free_.find(size); it != free_.end() && !it->second.empty()) {
-      p = it->second.back();
-      it->second.pop_back();
+    if (void* cached = take_cached(size)) {
+      p = cached;
       stats_.bytes_cached -= size;
       ++stats_.cache_hits;
     } else {
@@ -85,9 +131,14 @@ class DeviceAllocator {
     return p;
   }
 
-  // Returns a block to its free list. p must come from allocate() of this allocator.
+  // Returns a block to its free list (or to the thread's DeferFrees). p must come from
+  // allocate() of this allocator.
   void free(void* p) {
     if (!p) return;
+    if (tls_deferred_ && &tls_deferred_->allocator_ == this) {
+      tls_deferred_->held_.push_back(p);
+      return;
+    }
     std::lock_guard lock(mutex_);
     auto it = sizes_.find(p);
     SPSD_CHECK(it != sizes_.end(), "device free", "pointer ", p, " was not allocated by the allocator of ",
@@ -96,7 +147,7 @@ class DeviceAllocator {
     sizes_.erase(it);
     stats_.bytes_in_use -= size;
     stats_.bytes_cached += size;
-    free_[size].push_back(p);
+    free_[size].push_back({p, generation_});
   }
 
   // Gives every cached block back to the driver (blocks in use stay).
@@ -111,9 +162,30 @@ class DeviceAllocator {
   }
 
  private:
+  struct FreeBlock {
+    void* p;
+    int64_t generation;  // the one it was freed in
+  };
+
+  // The most recently freed block of this size that the thread may take, or null. A list is in
+  // free order, so its generations never decrease: the search from the back stops early.
+  void* take_cached(int64_t size) {
+    auto it = free_.find(size);
+    if (it == free_.end()) return nullptr;
+    std::vector<FreeBlock>& blocks = it->second;
+    for (auto b = blocks.rbegin(); b != blocks.rend(); ++b) {
+      if (b->generation >= tls_freed_before_) continue;
+      void* p = b->p;
+      blocks.erase(std::next(b).base());
+      return p;
+    }
+    return nullptr;
+  }
+
   void release_cached_locked() {
     for (auto& [size, blocks] : free_) {
-      for (void* p : blocks) {
+      for (const FreeBlock& b : blocks) {
+        void* p = b.p;
         raw_->release(p);
         ++stats_.raw_releases;
       }
@@ -124,9 +196,12 @@ class DeviceAllocator {
 
   std::unique_ptr<RawDeviceMemory> raw_;
   mutable std::mutex mutex_;  // Storage may be freed on any thread (a tensor outliving its rank's thread)
-  std::map<int64_t, std::vector<void*>> free_;
+  std::map<int64_t, std::vector<FreeBlock>> free_;
   std::map<void*, int64_t> sizes_;
   DeviceAllocatorStats stats_;
+  int64_t generation_ = 0;
+  static inline thread_local int64_t tls_freed_before_ = kAnyGeneration;
+  static inline thread_local DeferFrees* tls_deferred_ = nullptr;
 };
 
 }  // namespace spsd

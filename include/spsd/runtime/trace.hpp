@@ -26,8 +26,8 @@ namespace detail {
 
 using TraceClock = std::chrono::steady_clock;
 
-// The rows of a rank in the viewer (the event's tid); pid is the rank. kCudaComm is reserved:
-// device collectives are not timed on their stream yet (docs/trace.md).
+// The rows of a rank in the viewer (the event's tid); pid is the rank. kCudaComm holds the
+// communication instructions the worker ran on a device, timed on the communication stream.
 enum class TraceLane { kHost = 0, kCommStream = 1, kCudaCompute = 2, kCudaComm = 3 };
 
 // One argument of a span: a count, a time in microseconds, a text, or a list (ranks, layouts).
