@@ -93,3 +93,28 @@ TEST_CASE("Without SPSD_TRACE nothing is traced", "[trace]") {
     flush_trace();  // a no-op
   });
 }
+
+TEST_CASE("backward and the optimizer step are phase spans around their ops", "[trace]") {
+  TraceEnv env("phases");
+  simulate(1, [&] {
+    Placement p("cpu", {0});
+    auto w = ones<float>(Shape{4, 3}, p, NdSbp{sbp::broadcast});
+    w.requires_grad_();
+    Adam<float> adam({w}, AdamOptions{});
+    auto x = ones<float>(Shape{2, 4}, p, NdSbp{sbp::broadcast});
+    backward(sum(matmul(x, w)));
+    adam.step();
+  });
+  const std::vector<json> spans = spans_of(read_json(env.dir / "phases.rank0.json"), 0);
+  check_lanes(spans);
+  const json *backward_span = nullptr, *step_span = nullptr;
+  for (const json& e : spans)
+    if (e["cat"] == "phase") (e["name"] == "backward" ? backward_span : step_span) = &e;
+  REQUIRE(backward_span != nullptr);
+  REQUIRE(step_span != nullptr);
+  CHECK((*step_span)["name"] == "Adam.step");
+  bool matmul_in_backward = false;  // the matmul of dW = x^T g
+  for (const json& e : spans)
+    if (e["cat"] == "op" && e["name"] == "matmul" && inside(e, *backward_span)) matmul_in_backward = true;
+  CHECK(matmul_in_backward);
+}

@@ -24,6 +24,7 @@
 #include "spsd/boxing/to_layout.hpp"
 #include "spsd/core/instances.hpp"
 #include "spsd/op/elementwise.hpp"
+#include "spsd/runtime/trace.hpp"
 #include "spsd/tensor/factory.hpp"
 
 namespace spsd {
@@ -143,6 +144,7 @@ void backward(const GlobalTensor<T>& loss, const BackwardOptions& options = {}) 
              loss.describe(), " (pass the output gradient for a non-scalar: backward(y, dy))");
   SPSD_CHECK(loss.requires_grad(), "backward", "the loss ", loss.describe(),
              " does not require grad: no input that requires grad reaches it, or it was computed under NoGradGuard");
+  const detail::OpenSpan phase = detail::phase_span("backward");
   NdSbp all_b(std::vector<Sbp>(loss.placement().mesh().ndim(), sbp::broadcast));
   const GlobalTensor<T> seed = ones<T>(loss.shape(), loss.placement(), all_b);
   detail::run_backward(*loss.autograd_meta(), loss.data(), seed.data(), options);
@@ -155,6 +157,7 @@ void backward(const GlobalTensor<T>& y, const GlobalTensor<T>& dy, const Backwar
              "the output gradient must have the output's shape and placement: output ", y.describe(), ", gradient ",
              dy.describe());
   SPSD_CHECK(y.requires_grad(), "backward", "the output ", y.describe(), " does not require grad");
+  const detail::OpenSpan phase = detail::phase_span("backward");
   detail::run_backward(*y.autograd_meta(), y.data(), dy.data(), options);
 }
 

@@ -33,6 +33,7 @@
 #include "spsd/autograd/node.hpp"
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/runtime/consistency.hpp"
+#include "spsd/runtime/trace.hpp"
 #include "spsd/tensor/factory.hpp"
 
 namespace spsd {
@@ -194,6 +195,7 @@ class SGD : public Optimizer<T> {
 
   void step() {
     NoGradGuard no_grad;
+    const detail::OpenSpan phase = detail::phase_span("SGD.step");
     const SgdOptions& o = options_;
     const kernel::SgdStep<T> args{static_cast<T>(o.lr), static_cast<T>(o.momentum), static_cast<T>(o.weight_decay),
                                   o.momentum != 0, o.weight_decay != 0, o.nesterov};
@@ -225,6 +227,7 @@ class Adam : public Optimizer<T> {
 
   void step() {
     NoGradGuard no_grad;
+    const detail::OpenSpan phase = detail::phase_span(this->decoupled_ ? "AdamW.step" : "Adam.step");
     const AdamOptions& o = options_;
     ++steps_;
     // Bias corrections folded into the step size and eps (Kingma & Ba, end of section 2).

@@ -112,5 +112,14 @@ class OpenSpan {
   std::unique_ptr<DeviceMark> device_start_;
 };
 
+// A span of a training phase (backward, an optimizer step) on the calling thread's lane,
+// category "phase", around the ops it runs; empty when tracing is off.
+inline OpenSpan phase_span(std::string_view name) {
+  if (!tls_trace_recorder) return {};
+  TraceSpan span{current_lane(), std::string(name), "phase"};
+  span.begin = TraceClock::now();
+  return OpenSpan(*tls_trace_recorder, std::move(span));
+}
+
 }  // namespace detail
 }  // namespace spsd
