@@ -35,9 +35,9 @@ std::string train_data_source() {
 }
 
 template <class T>
-TrainTrace train_trace(const std::string& mode, const std::vector<int64_t>& ranks, int steps) {
+TrainTrace train_trace(const std::string& mode, const std::vector<int64_t>& ranks, int steps, const std::string& device) {
   (void)slice();  // read before any rank starts communicating
-  const examples::MlpLayouts l = examples::mlp_layouts(mode, ranks);
+  const examples::MlpLayouts l = examples::mlp_layouts(mode, ranks, device);
   examples::Mlp<T> model(examples::kPixels, kHidden, examples::kClasses, l, 5);
   auto optimizer = make_optimizer<T>(model.parameters());
   const bool member = l.placement.contains(rank());
@@ -81,8 +81,8 @@ void expect_same_training(Failures& failures, const std::string& what, const Tra
     }
 }
 
-template TrainTrace train_trace<float>(const std::string&, const std::vector<int64_t>&, int);
-template TrainTrace train_trace<double>(const std::string&, const std::vector<int64_t>&, int);
+template TrainTrace train_trace<float>(const std::string&, const std::vector<int64_t>&, int, const std::string&);
+template TrainTrace train_trace<double>(const std::string&, const std::vector<int64_t>&, int, const std::string&);
 template void expect_same_training<float>(Failures&, const std::string&, const TrainTrace&, const TrainTrace&);
 template void expect_same_training<double>(Failures&, const std::string&, const TrainTrace&, const TrainTrace&);
 

@@ -26,8 +26,10 @@ struct TrainTrace {
 
 // Trains on `ranks` in mode "data", "tensor" or "2d" (collective over the world; ranks outside
 // the placement take part in nothing and return an empty trace). T: float (SGD) or double (Adam).
+// device: the placement's device type, "cpu" or "cuda".
 template <class T>
-TrainTrace train_trace(const std::string& mode, const std::vector<int64_t>& ranks, int steps);
+TrainTrace train_trace(const std::string& mode, const std::vector<int64_t>& ranks, int steps,
+                       const std::string& device = "cpu");
 
 // Compares a trace with the single-process one; records differences in failures.
 template <class T>
