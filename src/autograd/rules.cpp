@@ -95,7 +95,7 @@ template <kernel::cpu::UnaryOp K>
 void define_unary_rule(RuleTable& rules) {
   define_rule(rules, kernel::cpu::to_string(K), [](const auto& a) {
     if constexpr (K == kernel::cpu::UnaryOp::kNeg) a.set(0, spsd::neg(a.g()));
-    else a.set(0, unary_grad<K>(grad_ops::reads_output(K) ? a.y() : a.x(0), a.g()));
+    else a.set(0, unary_grad<K>(kernel::derivative_reads_output(K) ? a.y() : a.x(0), a.g()));
   });
 }
 

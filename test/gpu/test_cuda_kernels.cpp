@@ -38,6 +38,11 @@
 #include "spsd/kernel/cuda/softmax.hpp"
 #include "spsd/tensor/random.hpp"
 
+#include "../common/transposed.hpp"
+
+using spsd_test::swap_last_two;
+using spsd_test::transposed_copy;
+
 namespace {
 
 using spsd::Box;
@@ -643,21 +648,6 @@ void test_backward_kernels() {
 
 // ---- matmul ----
 
-// x (..., r, c) as stored transposed, (..., c, r), and that shape.
-template <class T>
-std::vector<T> transposed_copy(const std::vector<T>& x, const Shape& s) {
-  const int64_t r = s[s.ndim() - 2], c = s[s.ndim() - 1], mats = r * c == 0 ? 0 : s.numel() / (r * c);
-  std::vector<T> out(x.size());
-  for (int64_t b = 0; b < mats; ++b)
-    for (int64_t i = 0; i < r; ++i)
-      for (int64_t j = 0; j < c; ++j) out[b * r * c + j * r + i] = x[b * r * c + i * c + j];
-  return out;
-}
-Shape swap_last_two(const Shape& s) {
-  std::vector<int64_t> d = s.dims();
-  std::swap(d[d.size() - 1], d[d.size() - 2]);
-  return Shape(d);
-}
 
 void test_matmul() {
   const std::vector<std::pair<Shape, Shape>> cases = {

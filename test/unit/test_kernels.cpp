@@ -24,6 +24,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "../common/transposed.hpp"
+
+using spsd_test::swap_last_two;
+using spsd_test::transposed_copy;
 using namespace spsd;
 namespace kc = spsd::kernel::cpu;
 
@@ -180,22 +184,6 @@ TEST_CASE("kernels: matmul integer products wrap and bad shapes throw", "[kernel
 // place, against the plain kernel on the materialized transpose. Integers exact; floats within
 // the tolerance above with |a| @ |b| for the magnitude (BLAS may sum in another order).
 
-// x (..., r, c) stored as (..., c, r).
-template <class T>
-std::vector<T> transposed_copy(const std::vector<T>& x, const Shape& s) {
-  const int64_t r = s[s.ndim() - 2], c = s[s.ndim() - 1], mats = r * c == 0 ? 0 : s.numel() / (r * c);
-  std::vector<T> out(x.size());
-  for (int64_t b = 0; b < mats; ++b)
-    for (int64_t i = 0; i < r; ++i)
-      for (int64_t j = 0; j < c; ++j) out[b * r * c + j * r + i] = x[b * r * c + i * c + j];
-  return out;
-}
-
-Shape swap_last_two(const Shape& s) {
-  std::vector<int64_t> d = s.dims();
-  std::swap(d[d.size() - 1], d[d.size() - 2]);
-  return Shape(d);
-}
 
 TEMPLATE_TEST_CASE("kernels: matmul with transpose flags equals matmul of the materialized transposes", "[kernels]",
                    float, double, int32_t, int64_t) {

@@ -27,8 +27,6 @@ using kernel::cpu::UnaryOp;
 
 inline const Sbp* const kPartials[] = {&sbp::partial_sum, &sbp::partial_max, &sbp::partial_min};
 
-constexpr bool reads_output(UnaryOp k) { return kernel::derivative_reads_output(k); }
-
 constexpr std::string_view unary_grad_name(UnaryOp k) {
   switch (k) {
     case UnaryOp::kRelu: return "relu_grad";
