@@ -21,6 +21,7 @@
 #include "spsd/runtime/device_traffic.hpp"
 #include "spsd/runtime/consistency.hpp"
 #include "spsd/runtime/log.hpp"
+#include "spsd/runtime/matmul_precision.hpp"
 #include "spsd/runtime/trace.hpp"
 #include "spsd/tensor/storage.hpp"
 #include "spsd/tensor/tensor.hpp"

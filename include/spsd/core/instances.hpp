@@ -11,5 +11,6 @@
 // that calls most ops compiled about twice as fast: docs/testing.md.)
 #include <cstdint>
 
+#define SPSD_FOR_EACH_HALF(X, prefix) X(prefix, bfloat16) X(prefix, float16)
 #define SPSD_FOR_EACH_FLOATING(X, prefix) X(prefix, float) X(prefix, double)
 #define SPSD_FOR_EACH_ELEMENT(X, prefix) SPSD_FOR_EACH_FLOATING(X, prefix) X(prefix, int32_t) X(prefix, int64_t)

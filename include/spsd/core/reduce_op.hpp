@@ -40,9 +40,12 @@ constexpr T reduce_identity(ReduceOp op) {
 
 // a + b; integer sums wrap modulo 2^bits (documented behaviour of P(sum) on integers, and what
 // MPI does) instead of overflowing, which C++ leaves undefined for signed types.
+// A 16-bit float adds in float and rounds once.
 template <Element T>
 SPSD_HOST_DEVICE constexpr T wrapping_add(T a, T b) {
-  if constexpr (std::is_integral_v<T>) {
+  if constexpr (is_half_v<T>) {
+    return T(static_cast<float>(a) + static_cast<float>(b));
+  } else if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
     return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
   } else {
