@@ -42,6 +42,7 @@
 #include "spsd/op/shape_ops.hpp"
 #include "spsd/op/index.hpp"
 #include "spsd/op/loss.hpp"
+#include "spsd/op/cast.hpp"
 #include "spsd/autograd/node.hpp"
 #include "spsd/autograd/grad_ops.hpp"
 #include "spsd/autograd/backward.hpp"

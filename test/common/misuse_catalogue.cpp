@@ -634,7 +634,7 @@ int run_misuse_catalogue(Failures& failures) {
        {"reduce_scatter", "reduce op has the invalid value -1"}},
       {"Communicator::all_gather: an invalid DType", [&] { c.all_gather(x, y, 1, static_cast<DType>(9)); },
        {"all_gather", "dtype has the invalid value 9"}},
-      {"Communicator::all_to_all: an invalid DType", [&] { c.all_to_all(x, y, 1, static_cast<DType>(4)); },
+      {"Communicator::all_to_all: an invalid DType", [&] { c.all_to_all(x, y, 1, static_cast<DType>(9)); },
        {"all_to_all", "dtype has the invalid value 4"}},
       {"Communicator::broadcast: an invalid DType", [&] { c.broadcast(y, 1, static_cast<DType>(9), 0); },
        {"broadcast", "dtype has the invalid value 9"}},
