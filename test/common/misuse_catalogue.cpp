@@ -635,7 +635,7 @@ int run_misuse_catalogue(Failures& failures) {
       {"Communicator::all_gather: an invalid DType", [&] { c.all_gather(x, y, 1, static_cast<DType>(9)); },
        {"all_gather", "dtype has the invalid value 9"}},
       {"Communicator::all_to_all: an invalid DType", [&] { c.all_to_all(x, y, 1, static_cast<DType>(9)); },
-       {"all_to_all", "dtype has the invalid value 4"}},
+       {"all_to_all", "dtype has the invalid value 9"}},
       {"Communicator::broadcast: an invalid DType", [&] { c.broadcast(y, 1, static_cast<DType>(9), 0); },
        {"broadcast", "dtype has the invalid value 9"}},
       {"Communicator::send_recv: an invalid DType", [&] { c.send_recv({}, {}, static_cast<DType>(9)); },
