@@ -47,4 +47,5 @@
 #include "spsd/autograd/grad_ops.hpp"
 #include "spsd/autograd/backward.hpp"
 #include "spsd/autograd/optim.hpp"
+#include "spsd/autograd/grad_scaler.hpp"
 #include "spsd/io/checkpoint.hpp"
