@@ -80,7 +80,7 @@ inline bool have_fashion_mnist(const std::string& dir = kFashionMnistDir) {
 // rows: the samples of the batch, in order (the same list on every rank). Returns the
 // (rows, 784) images, normalized with Fashion-MNIST's mean and deviation, in layout (placement,
 // nd_sbp), each rank filling its own box.
-template <std::floating_point T>
+template <spsd::FloatingElement T>
 spsd::GlobalTensor<T> image_batch(const Dataset& d, const std::vector<int64_t>& rows, const spsd::Placement& p,
                                   const spsd::NdSbp& nd_sbp) {
   const spsd::Shape shape{static_cast<int64_t>(rows.size()), kPixels};
@@ -90,7 +90,7 @@ spsd::GlobalTensor<T> image_batch(const Dataset& d, const std::vector<int64_t>& 
   T* out = local.data();
   for (int64_t i = box.begin[0]; i < box.end[0]; ++i)
     for (int64_t j = box.begin[1]; j < box.end[1]; ++j)
-      *out++ = (static_cast<T>(d.images[rows[i] * kPixels + j]) / T(255) - T(0.2860)) / T(0.3530);
+      *out++ = static_cast<T>((static_cast<float>(d.images[rows[i] * kPixels + j]) / 255.0f - 0.2860f) / 0.3530f);
   return spsd::GlobalTensor<T>(shape, p, nd_sbp, local.to(p.device_type()));
 }
 

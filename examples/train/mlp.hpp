@@ -45,6 +45,9 @@ inline MlpLayouts mlp_layouts(const std::string& mode, int world, const std::str
   return mlp_layouts(mode, ranks, device);
 }
 
+// T: the parameters' type. The forward pass computes in the type of its input: float32
+// parameters run a bfloat16 input in bfloat16 (mixed precision), each weight cast on use, so
+// the gradients flow back through the casts into the float32 parameters (docs/precision.md).
 template <std::floating_point T>
 struct Linear {
   spsd::GlobalTensor<T> weight, bias;  // (in, out), (out)
@@ -56,7 +59,10 @@ struct Linear {
     weight.requires_grad_();
     bias.requires_grad_();
   }
-  spsd::GlobalTensor<T> operator()(const spsd::GlobalTensor<T>& x) const { return spsd::matmul(x, weight) + bias; }
+  template <spsd::FloatingElement C>
+  spsd::GlobalTensor<C> operator()(const spsd::GlobalTensor<C>& x) const {
+    return spsd::matmul(x, spsd::cast<C>(weight)) + spsd::cast<C>(bias);
+  }
 };
 
 template <std::floating_point T>
@@ -64,7 +70,8 @@ struct Mlp {
   Linear<T> fc1, fc2;
   Mlp(int64_t in, int64_t hidden, int64_t out, const MlpLayouts& l, uint64_t seed)
       : fc1(in, hidden, l.placement, l.w1, l.b1, seed), fc2(hidden, out, l.placement, l.w2, l.b2, seed + 1) {}
-  spsd::GlobalTensor<T> operator()(const spsd::GlobalTensor<T>& x) const { return fc2(spsd::relu(fc1(x))); }
+  template <spsd::FloatingElement C>
+  spsd::GlobalTensor<C> operator()(const spsd::GlobalTensor<C>& x) const { return fc2(spsd::relu(fc1(x))); }
   std::vector<spsd::GlobalTensor<T>> parameters() const { return {fc1.weight, fc1.bias, fc2.weight, fc2.bias}; }
 };
 

@@ -1,5 +1,6 @@
 #include "train_suite.hpp"
 
+#include <array>
 #include <cmath>
 #include <numeric>
 
@@ -27,6 +28,14 @@ auto make_optimizer(const std::vector<GlobalTensor<T>>& params) {
   else return Adam<double>(params, {.lr = 1e-3});
 }
 
+// {loss rtol, gradient atol, gradient rtol}: the header's table.
+template <class C>
+std::array<double, 3> training_tolerance() {
+  if constexpr (std::is_same_v<C, double>) return {1e-10, 1e-12, 1e-9};
+  else if constexpr (std::is_same_v<C, float>) return {1e-4, 1e-5, 1e-4};
+  else return {2e-2, 2e-3, 5e-2};
+}
+
 }  // namespace
 
 std::string train_data_source() {
@@ -34,8 +43,10 @@ std::string train_data_source() {
                                         : "a generated 200-sample stand-in (dataset-fashion-mnist is not installed)";
 }
 
-template <class T>
+// C: the compute type; T: the parameters' (float32 masters for 16-bit compute).
+template <class C>
 TrainTrace train_trace(const std::string& mode, const std::vector<int64_t>& ranks, int steps, const std::string& device) {
+  using T = std::conditional_t<is_half_v<C>, float, C>;
   (void)slice();  // read before any rank starts communicating
   const examples::MlpLayouts l = examples::mlp_layouts(mode, ranks, device);
   examples::Mlp<T> model(examples::kPixels, kHidden, examples::kClasses, l, 5);
@@ -45,7 +56,8 @@ TrainTrace train_trace(const std::string& mode, const std::vector<int64_t>& rank
   for (int s = 0; s < steps; ++s) {
     std::vector<int64_t> rows(kBatch);
     std::iota(rows.begin(), rows.end(), (s * kBatch) % kSlice);
-    GlobalTensor<T> loss = cross_entropy(model(examples::image_batch<T>(slice(), rows, l.placement, l.x)),
+    // The loss in T: 16-bit logits are cast up first (as torch.autocast runs cross-entropy in float32).
+    GlobalTensor<T> loss = cross_entropy(cast<T>(model(examples::image_batch<C>(slice(), rows, l.placement, l.x))),
                                          examples::label_batch(slice(), rows, l.placement, l.labels));
     optimizer.zero_grad();
     backward(loss);
@@ -61,10 +73,9 @@ TrainTrace train_trace(const std::string& mode, const std::vector<int64_t>& rank
   return trace;
 }
 
-template <class T>
+template <class C>
 void expect_same_training(Failures& failures, const std::string& what, const TrainTrace& got, const TrainTrace& want) {
-  constexpr bool single = std::is_same_v<T, float>;
-  const double loss_rtol = single ? 1e-4 : 1e-10, grad_atol = single ? 1e-5 : 1e-12, grad_rtol = single ? 1e-4 : 1e-9;
+  const auto [loss_rtol, grad_atol, grad_rtol] = training_tolerance<C>();
   if (got.losses.size() != want.losses.size() || got.first_gradients.size() != want.first_gradients.size())
     return failures.add(what + ": recorded " + std::to_string(got.losses.size()) + " losses, expected " +
                         std::to_string(want.losses.size()));
@@ -81,9 +92,11 @@ void expect_same_training(Failures& failures, const std::string& what, const Tra
     }
 }
 
-template TrainTrace train_trace<float>(const std::string&, const std::vector<int64_t>&, int, const std::string&);
-template TrainTrace train_trace<double>(const std::string&, const std::vector<int64_t>&, int, const std::string&);
-template void expect_same_training<float>(Failures&, const std::string&, const TrainTrace&, const TrainTrace&);
-template void expect_same_training<double>(Failures&, const std::string&, const TrainTrace&, const TrainTrace&);
+#define SPSD_TRAIN_SUITE_INSTANCES(prefix, C)                                                                \
+  template TrainTrace train_trace<C>(const std::string&, const std::vector<int64_t>&, int, const std::string&); \
+  template void expect_same_training<C>(Failures&, const std::string&, const TrainTrace&, const TrainTrace&);
+SPSD_TRAIN_SUITE_INSTANCES(, float)
+SPSD_TRAIN_SUITE_INSTANCES(, double)
+SPSD_TRAIN_SUITE_INSTANCES(, spsd::bfloat16)
 
 }  // namespace spsd_test

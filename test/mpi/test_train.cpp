@@ -33,6 +33,7 @@ TEST_CASE("training under mpirun: every parallel mode gives the single-process l
   if (rank() == 0) WARN("training slice: " << spsd_test::train_data_source());
   check_parity<float>(20);
   check_parity<double>(20);
+  check_parity<spsd::bfloat16>(8);  // bfloat16 compute on float32 masters
 }
 
 TEST_CASE("GradScaler under mpirun: one rank's overflow skips the step on every rank", "[train][scaler]") {

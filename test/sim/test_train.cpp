@@ -32,6 +32,10 @@ TEST_CASE("training: data-, tensor- and 2d-parallel give the single-process loss
   check_parity<double>(20);
 }
 
+TEST_CASE("training in bfloat16 on float32 masters: every parallel mode gives the single-process curve", "[train][half]") {
+  check_parity<spsd::bfloat16>(8);
+}
+
 // The device-traffic counter's bookkeeping (the GPU suite gpu-ops checks the counts of a real
 // training step): copies and waits count toward the op in progress, host-only copies never.
 TEST_CASE("device traffic: counted by op, cpu placements count nothing", "[train][device-traffic]") {
