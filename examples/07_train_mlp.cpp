@@ -7,6 +7,10 @@
 //   --parallel 2d       (world/2, 2) mesh: data parallel on mesh axis 0, tensor on axis 1
 // --device cuda|cpu: where the placement is (default: cuda when a GPU is usable, else cpu; the
 // choice is printed at start). Several ranks on one GPU share it (host-staged collectives).
+// --dtype float32|bfloat16|float16: the compute type. The parameters stay float32 (masters);
+// the forward pass runs in the 16-bit type (each layer casts its weights on use) and the loss
+// in float32, so gradients flow back through the casts into float32 and Adam steps the masters.
+// float16 adds a GradScaler (loss scaling; a step with inf/NaN gradients is skipped).
 // Options: --epochs N (3), --batch N (100), --hidden N (1024), --lr X (1e-3), --seed N (1),
 // --train-limit N (all), --test-limit N (all), --csv FILE (loss per step), --data DIR,
 // --steps N (stop after N steps in all), --save DIR (checkpoint at the end: parameters, Adam's
@@ -34,7 +38,7 @@ using examples::Dataset;
 namespace {
 
 struct Options {
-  std::string parallel = "2d", csv, data = examples::kFashionMnistDir, save, resume, device;
+  std::string parallel = "2d", csv, data = examples::kFashionMnistDir, save, resume, device, dtype = "float32";
   int64_t epochs = 3, batch = 100, hidden = 1024, train_limit = -1, test_limit = -1, max_steps = -1;
   uint64_t seed = 1;
   double lr = 1e-3;
@@ -49,6 +53,7 @@ Options parse(int argc, char** argv) {
     if (a == "--parallel") o.parallel = v;
     else if (a == "--csv") o.csv = v;
     else if (a == "--device") o.device = v;
+    else if (a == "--dtype") o.dtype = v;
     else if (a == "--data") o.data = v;
     else if (a == "--save") o.save = v;
     else if (a == "--resume") o.resume = v;
@@ -65,7 +70,23 @@ Options parse(int argc, char** argv) {
   SPSD_CHECK(o.device.empty() || o.device == "cpu" || o.device == "cuda", "07_train_mlp",
              "--device must be cpu or cuda, got \"", o.device, "\"");
   if (o.device.empty()) o.device = cuda_available() ? "cuda" : "cpu";
+  SPSD_CHECK(o.dtype == "float32" || o.dtype == "bfloat16" || o.dtype == "float16", "07_train_mlp",
+             "--dtype must be float32, bfloat16 or float16, got \"", o.dtype, "\"");
   return o;
+}
+
+// The model's logits for a batch, computed in C (16-bit: mixed precision), as float32.
+template <FloatingElement C>
+GlobalTensor<float> logits_in(const examples::Mlp<float>& model, const Dataset& d, const std::vector<int64_t>& rows,
+                              const examples::MlpLayouts& l) {
+  return cast<float>(model(examples::image_batch<C>(d, rows, l.placement, l.x)));
+}
+
+GlobalTensor<float> logits(const std::string& dtype, const examples::Mlp<float>& model, const Dataset& d,
+                           const std::vector<int64_t>& rows, const examples::MlpLayouts& l) {
+  if (dtype == "bfloat16") return logits_in<bfloat16>(model, d, rows, l);
+  if (dtype == "float16") return logits_in<float16>(model, d, rows, l);
+  return logits_in<float>(model, d, rows, l);
 }
 
 // done: the epoch's samples so far; rate: those this run trained on (fewer in a resumed epoch).
@@ -81,16 +102,16 @@ void progress(int64_t epoch, int64_t done, int64_t total, int64_t rate, double s
 }
 
 // Share of test samples whose largest logit is the label (forward only, no graph recorded).
-double accuracy(const examples::Mlp<float>& model, const Dataset& test, const examples::MlpLayouts& l) {
+double accuracy(const examples::Mlp<float>& model, const Dataset& test, const examples::MlpLayouts& l,
+                const std::string& dtype) {
   NoGradGuard no_grad;
   int64_t correct = 0;
   for (int64_t start = 0; start < test.size(); start += 1000) {
     std::vector<int64_t> rows(std::min<int64_t>(1000, test.size() - start));
     std::iota(rows.begin(), rows.end(), start);
-    const std::vector<float> logits =
-        model(examples::image_batch<float>(test, rows, l.placement, l.x)).full().to_vector();
+    const std::vector<float> values = logits(dtype, model, test, rows, l).full().to_vector();
     for (size_t i = 0; i < rows.size(); ++i) {
-      const float* row = logits.data() + i * examples::kClasses;
+      const float* row = values.data() + i * examples::kClasses;
       correct += std::max_element(row, row + examples::kClasses) - row == test.labels[rows[i]];
     }
   }
@@ -109,14 +130,17 @@ int main(int argc, char** argv) {
                             : examples::generated_dataset(o.test_limit > 0 ? o.test_limit : 1000, 8);
   const examples::MlpLayouts l = examples::mlp_layouts(o.parallel, world_size(), o.device);
   if (rank() == 0)
-    std::printf("%s: %lld train / %lld test samples; --device %s --parallel %s on %s\n  x %s, W1 %s, b1 %s, W2 %s, b2 %s\n",
+    std::printf("%s: %lld train / %lld test samples; --device %s --dtype %s --parallel %s on %s\n  x %s, W1 %s, b1 %s, W2 %s, b2 %s\n",
                 real ? "Fashion-MNIST" : "generated stand-in (dataset-fashion-mnist is not installed)",
-                static_cast<long long>(train.size()), static_cast<long long>(test.size()), o.device.c_str(), o.parallel.c_str(),
+                static_cast<long long>(train.size()), static_cast<long long>(test.size()), o.device.c_str(),
+                o.dtype.c_str(), o.parallel.c_str(),
                 l.placement.to_string().c_str(), l.x.to_string().c_str(), l.w1.to_string().c_str(),
                 l.b1.to_string().c_str(), l.w2.to_string().c_str(), l.b2.to_string().c_str());
 
   examples::Mlp<float> model(examples::kPixels, o.hidden, examples::kClasses, l, o.seed);
   Adam<float> optimizer(model.parameters(), {.lr = o.lr});
+  GradScaler scaler;  // float16 only
+  int64_t skipped = 0;
   const int64_t first = o.resume.empty() ? 0 : examples::resume_training(o.resume, model, optimizer);
   if (rank() == 0 && !o.resume.empty())
     std::printf("resumed from %s after step %lld\n", o.resume.c_str(), static_cast<long long>(first));
@@ -137,11 +161,17 @@ int main(int argc, char** argv) {
       if (step < first) continue;
       if (step >= last) break;
       const std::vector<int64_t> rows(order.begin() + s * o.batch, order.begin() + (s + 1) * o.batch);
-      GlobalTensor<float> loss = cross_entropy(model(examples::image_batch<float>(train, rows, l.placement, l.x)),
-                                               examples::label_batch(train, rows, l.placement, l.labels));
+      GlobalTensor<float> loss =
+          cross_entropy(logits(o.dtype, model, train, rows, l), examples::label_batch(train, rows, l.placement, l.labels));
       optimizer.zero_grad();
-      backward(loss);
-      optimizer.step();
+      if (o.dtype == "float16") {
+        backward(scaler.scale(loss));
+        skipped += !scaler.step(optimizer);
+        scaler.update();
+      } else {
+        backward(loss);
+        optimizer.step();
+      }
       curve.push_back(loss.full().to_vector()[0]);
       loss_sum += curve.back();
       ++taken;
@@ -156,9 +186,12 @@ int main(int argc, char** argv) {
                                  static_cast<long long>(first + curve.size()), o.save.c_str());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double acc = accuracy(model, test, l);
+  const double acc = accuracy(model, test, l, o.dtype);
   if (rank() == 0) {
     std::printf("trained %lld steps in %.1f s; test accuracy %.4f\n", static_cast<long long>(curve.size()), seconds, acc);
+    if (o.dtype == "float16")
+      std::printf("loss scale %g; %lld steps skipped for inf/NaN gradients\n", scaler.scale_value(),
+                  static_cast<long long>(skipped));
     if (!o.csv.empty()) {
       std::ofstream csv(o.csv);
       csv << "step,loss\n" << std::setprecision(9);  // enough digits to tell any two floats apart

@@ -42,7 +42,7 @@ struct RuleArgs {
   const Shape& shape(size_t i) const { return node.inputs[i].shape; }
   GlobalTensor<T> y() const { return GlobalTensor<T>::from_data(node.output); }
   GlobalTensor<T> g() const { return GlobalTensor<T>::from_data(grad_out); }
-  T scalar() const { return node.scalar.as<T>(); }
+  compute_t<T> scalar() const { return node.scalar.as<compute_t<T>>(); }
   const OpAttrs& attrs() const { return node.attrs; }
   bool wants(size_t i) const { return node.input_meta[i] != nullptr; }
   void set(size_t i, const GlobalTensor<T>& grad) const { grad_in[i] = grad.data(); }

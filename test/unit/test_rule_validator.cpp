@@ -73,6 +73,8 @@ decltype(auto) with_dtype(DType t, F&& f) {
     case DType::kFloat64: return f(double{});
     case DType::kInt32: return f(int32_t{});
     case DType::kInt64: return f(int64_t{});
+    case DType::kBFloat16: return f(bfloat16{});
+    case DType::kFloat16: return f(float16{});
   }
   throw std::logic_error("bad dtype");
 }
@@ -343,7 +345,7 @@ Buffer allocate(DType t, Box box) {
 void poison(Buffer& b) {
   with_dtype(b.dtype, [&]<class T>(T) {
     T v;
-    if constexpr (std::is_floating_point_v<T>) v = std::numeric_limits<T>::quiet_NaN();
+    if constexpr (FloatingElement<T>) v = std::numeric_limits<T>::quiet_NaN();
     else v = static_cast<T>(0x5a5a5a5a5a5a5a5aull);
     std::fill(b.as<T>(), b.as<T>() + b.numel(), v);
   });

@@ -64,7 +64,7 @@ void binary(const Target& t, BinaryOp op, const T* a, const Shape& a_shape, cons
   SPSD_ON_TARGET(t, binary<T>, op, a, a_shape, b, b_shape, out, out_shape);
 }
 template <Element T>
-void binary_scalar(const Target& t, BinaryOp op, const T* a, T s, T* out, int64_t n, bool scalar_first) {
+void binary_scalar(const Target& t, BinaryOp op, const T* a, compute_t<T> s, T* out, int64_t n, bool scalar_first) {
   SPSD_ON_TARGET(t, binary_scalar<T>, op, a, s, out, n, scalar_first);
 }
 template <Element T>

@@ -119,7 +119,7 @@ struct ScalarDef {
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    kernel::binary_scalar<T>(k.target, K, k.in<T>(0), k.scalar.as<T>(), k.out_as<T>(), k.out_shape.numel(), ScalarFirst);
+    kernel::binary_scalar<T>(k.target, K, k.in<T>(0), k.scalar.as<compute_t<T>>(), k.out_as<T>(), k.out_shape.numel(), ScalarFirst);
   }
 
   // s / x: x is the divisor (x / 0 fails alike on every rank in the kernel: the scalar is the
@@ -182,30 +182,31 @@ GlobalTensor<T> div(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
   return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kDiv>>({}, {}, a, b);
 }
 
-// Scalar forms: x op s, and s op x for the non-commutative ones.
+// Scalar forms: x op s, and s op x for the non-commutative ones. The scalar is a compute_t<T>:
+// float for a 16-bit tensor (x * 0.1 multiplies by the float 0.1, then rounds once).
 template <Element T>
-GlobalTensor<T> add(const GlobalTensor<T>& x, std::type_identity_t<T> s) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kAdd, false>>({}, Scalar::of<T>(s), x);
+GlobalTensor<T> add(const GlobalTensor<T>& x, compute_t<T> s) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kAdd, false>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 template <Element T>
-GlobalTensor<T> sub(const GlobalTensor<T>& x, std::type_identity_t<T> s) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kSub, false>>({}, Scalar::of<T>(s), x);
+GlobalTensor<T> sub(const GlobalTensor<T>& x, compute_t<T> s) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kSub, false>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 template <Element T>
-GlobalTensor<T> mul(const GlobalTensor<T>& x, std::type_identity_t<T> s) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kMul, false>>({}, Scalar::of<T>(s), x);
+GlobalTensor<T> mul(const GlobalTensor<T>& x, compute_t<T> s) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kMul, false>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 template <Element T>
-GlobalTensor<T> div(const GlobalTensor<T>& x, std::type_identity_t<T> s) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kDiv, false>>({}, Scalar::of<T>(s), x);
+GlobalTensor<T> div(const GlobalTensor<T>& x, compute_t<T> s) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kDiv, false>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 template <Element T>
-GlobalTensor<T> sub(std::type_identity_t<T> s, const GlobalTensor<T>& x) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kSub, true>>({}, Scalar::of<T>(s), x);
+GlobalTensor<T> sub(compute_t<T> s, const GlobalTensor<T>& x) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kSub, true>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 template <Element T>
-GlobalTensor<T> div(std::type_identity_t<T> s, const GlobalTensor<T>& x) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kDiv, true>>({}, Scalar::of<T>(s), x);
+GlobalTensor<T> div(compute_t<T> s, const GlobalTensor<T>& x) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kDiv, true>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 
 #define SPSD_UNARY_OP(fn, kind)                                             \
@@ -235,21 +236,21 @@ GlobalTensor<T> operator/(const GlobalTensor<T>& a, const GlobalTensor<T>& b) { 
 template <Element T>
 GlobalTensor<T> operator-(const GlobalTensor<T>& x) { return neg(x); }
 template <Element T>
-GlobalTensor<T> operator+(const GlobalTensor<T>& x, std::type_identity_t<T> s) { return add(x, s); }
+GlobalTensor<T> operator+(const GlobalTensor<T>& x, compute_t<T> s) { return add(x, s); }
 template <Element T>
-GlobalTensor<T> operator+(std::type_identity_t<T> s, const GlobalTensor<T>& x) { return add(x, s); }
+GlobalTensor<T> operator+(compute_t<T> s, const GlobalTensor<T>& x) { return add(x, s); }
 template <Element T>
-GlobalTensor<T> operator-(const GlobalTensor<T>& x, std::type_identity_t<T> s) { return sub(x, s); }
+GlobalTensor<T> operator-(const GlobalTensor<T>& x, compute_t<T> s) { return sub(x, s); }
 template <Element T>
-GlobalTensor<T> operator-(std::type_identity_t<T> s, const GlobalTensor<T>& x) { return sub(s, x); }
+GlobalTensor<T> operator-(compute_t<T> s, const GlobalTensor<T>& x) { return sub(s, x); }
 template <Element T>
-GlobalTensor<T> operator*(const GlobalTensor<T>& x, std::type_identity_t<T> s) { return mul(x, s); }
+GlobalTensor<T> operator*(const GlobalTensor<T>& x, compute_t<T> s) { return mul(x, s); }
 template <Element T>
-GlobalTensor<T> operator*(std::type_identity_t<T> s, const GlobalTensor<T>& x) { return mul(x, s); }
+GlobalTensor<T> operator*(compute_t<T> s, const GlobalTensor<T>& x) { return mul(x, s); }
 template <Element T>
-GlobalTensor<T> operator/(const GlobalTensor<T>& x, std::type_identity_t<T> s) { return div(x, s); }
+GlobalTensor<T> operator/(const GlobalTensor<T>& x, compute_t<T> s) { return div(x, s); }
 template <Element T>
-GlobalTensor<T> operator/(std::type_identity_t<T> s, const GlobalTensor<T>& x) { return div(s, x); }
+GlobalTensor<T> operator/(compute_t<T> s, const GlobalTensor<T>& x) { return div(s, x); }
 
 // Compiled into the library (core/instances.hpp).
 #define SPSD_ELEMENTWISE_INSTANCES(prefix, T)                                                      \
@@ -257,12 +258,12 @@ GlobalTensor<T> operator/(std::type_identity_t<T> s, const GlobalTensor<T>& x) {
   prefix template GlobalTensor<T> sub<T>(const GlobalTensor<T>&, const GlobalTensor<T>&);          \
   prefix template GlobalTensor<T> mul<T>(const GlobalTensor<T>&, const GlobalTensor<T>&);          \
   prefix template GlobalTensor<T> div<T>(const GlobalTensor<T>&, const GlobalTensor<T>&);          \
-  prefix template GlobalTensor<T> add<T>(const GlobalTensor<T>&, std::type_identity_t<T>);         \
-  prefix template GlobalTensor<T> sub<T>(const GlobalTensor<T>&, std::type_identity_t<T>);         \
-  prefix template GlobalTensor<T> mul<T>(const GlobalTensor<T>&, std::type_identity_t<T>);         \
-  prefix template GlobalTensor<T> div<T>(const GlobalTensor<T>&, std::type_identity_t<T>);         \
-  prefix template GlobalTensor<T> sub<T>(std::type_identity_t<T>, const GlobalTensor<T>&);         \
-  prefix template GlobalTensor<T> div<T>(std::type_identity_t<T>, const GlobalTensor<T>&);         \
+  prefix template GlobalTensor<T> add<T>(const GlobalTensor<T>&, compute_t<T>);         \
+  prefix template GlobalTensor<T> sub<T>(const GlobalTensor<T>&, compute_t<T>);         \
+  prefix template GlobalTensor<T> mul<T>(const GlobalTensor<T>&, compute_t<T>);         \
+  prefix template GlobalTensor<T> div<T>(const GlobalTensor<T>&, compute_t<T>);         \
+  prefix template GlobalTensor<T> sub<T>(compute_t<T>, const GlobalTensor<T>&);         \
+  prefix template GlobalTensor<T> div<T>(compute_t<T>, const GlobalTensor<T>&);         \
   prefix template GlobalTensor<T> neg<T>(const GlobalTensor<T>&);                                  \
   prefix template GlobalTensor<T> relu<T>(const GlobalTensor<T>&);                                 \
   prefix template GlobalTensor<T> gelu<T>(const GlobalTensor<T>&);                                 \

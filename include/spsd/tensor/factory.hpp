@@ -91,9 +91,11 @@ void check_same_on_all_ranks(std::string_view op, const Placement& placement, co
 
 }  // namespace detail
 
+// value is a compute_t<T> (float for a 16-bit T, so full<bfloat16>(shape, 0.1f, ...) reads as
+// written), rounded once to T.
 template <Element T>
-GlobalTensor<T> full(const Shape& shape, T value, const Placement& placement, const NdSbp& nd_sbp) {
-  return detail::constant<T>("full", shape, value, placement, nd_sbp);
+GlobalTensor<T> full(const Shape& shape, compute_t<T> value, const Placement& placement, const NdSbp& nd_sbp) {
+  return detail::constant<T>("full", shape, static_cast<T>(value), placement, nd_sbp);
 }
 template <Element T>
 GlobalTensor<T> zeros(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
@@ -163,7 +165,7 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
 
 // Compiled into the library (core/instances.hpp).
 #define SPSD_FACTORY_INSTANCES(prefix, T)                                                                    \
-  prefix template GlobalTensor<T> full<T>(const Shape&, T, const Placement&, const NdSbp&);                  \
+  prefix template GlobalTensor<T> full<T>(const Shape&, compute_t<T>, const Placement&, const NdSbp&);       \
   prefix template GlobalTensor<T> zeros<T>(const Shape&, const Placement&, const NdSbp&);                    \
   prefix template GlobalTensor<T> ones<T>(const Shape&, const Placement&, const NdSbp&);                     \
   prefix template GlobalTensor<T> arange<T>(int64_t, const Placement&, const NdSbp&);                        \

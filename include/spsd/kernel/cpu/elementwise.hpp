@@ -182,19 +182,20 @@ void unary_grad(UnaryOp op, const T* saved, const T* g, T* out, int64_t n) {
   with_derivative(op, [&](auto f) { detail::map2(f, saved, g, out, n); });
 }
 
-// out[i] = a[i] op s, or s op a[i] when scalar_first (rsub, rdiv: 1 / x). An integer divisor
+// out[i] = a[i] op s, or s op a[i] when scalar_first (rsub, rdiv: 1 / x), s in compute_t<T>
+// (a 16-bit tensor's scalar is not rounded to 16 bits first). An integer divisor
 // s == 0 throws even when n == 0 (it does not depend on the data, so every rank agrees).
 template <Element T>
-void binary_scalar(BinaryOp op, const T* a, T s, T* out, int64_t n, bool scalar_first) {
+void binary_scalar(BinaryOp op, const T* a, compute_t<T> s, T* out, int64_t n, bool scalar_first) {
   if constexpr (std::is_integral_v<T>) {
     if (op == BinaryOp::kDiv && !scalar_first && s == 0) detail::throw_division_by_zero<T>();
   }
   using C = compute_t<T>;
   detail::with_binary_fn<T>(op, [&](auto f) {
     if (scalar_first) {
-      detail::map1([f, s = detail::load(s)](C x) { return f(s, x); }, a, out, n);
+      detail::map1([f, s](C x) { return f(s, x); }, a, out, n);
     } else {
-      detail::map1([f, s = detail::load(s)](C x) { return f(x, s); }, a, out, n);
+      detail::map1([f, s](C x) { return f(x, s); }, a, out, n);
     }
   });
 }
@@ -209,7 +210,7 @@ void fill(T* out, int64_t n, T value) {
 #define SPSD_CPU_ELEMENTWISE_INSTANCES(prefix, T)                                                       \
   prefix template void unary<T>(UnaryOp, const T*, T*, int64_t);                                        \
   prefix template void binary<T>(BinaryOp, const T*, const Shape&, const T*, const Shape&, T*, const Shape&); \
-  prefix template void binary_scalar<T>(BinaryOp, const T*, T, T*, int64_t, bool);                      \
+  prefix template void binary_scalar<T>(BinaryOp, const T*, compute_t<T>, T*, int64_t, bool);           \
   prefix template void fill<T>(T*, int64_t, T);                                                         \
   prefix template void equal_mask<T>(const T*, const Shape&, const T*, const Shape&, T*, const Shape&);
 SPSD_FOR_EACH_ELEMENT(SPSD_CPU_ELEMENTWISE_INSTANCES, extern)

@@ -5,8 +5,6 @@
 // to CBLAS (OpenBLAS) sgemm/dgemm with CblasTrans, bfloat16/float16 through sgemm on widened
 // copies; integers, which BLAS lacks, use a tiled i-k-j
 // loop (a dot-product loop when b is transposed) that wraps like integer add.
-#include <cblas.h>
-
 #include <algorithm>
 #include <climits>
 #include <cstdint>
@@ -63,18 +61,21 @@ void int_gemm(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, boo
   }
 }
 
+// CBLAS sgemm/dgemm, row-major, alpha 1, beta 0 (src/kernel/blas.cpp). Out of line so that no
+// public header includes cblas.h: OpenBLAS's declares a global `bfloat16` typedef, which would
+// make spsd::bfloat16 ambiguous in programs that say `using namespace spsd`.
+void blas_gemm(const float* a, const float* b, float* c, int m, int n, int k, int lda, int ldb, bool trans_a,
+               bool trans_b);
+void blas_gemm(const double* a, const double* b, double* c, int m, int n, int k, int lda, int ldb, bool trans_a,
+               bool trans_b);
+
 // c (m, n) = op(a) op(b), all dense row-major, every size > 0; a stored (k, m) when trans_a,
 // b stored (n, k) when trans_b.
 template <Element T>
 void gemm_2d(const T* a, const T* b, T* c, int64_t m, int64_t n, int64_t k, bool trans_a, bool trans_b) {
-  const CBLAS_TRANSPOSE ta = trans_a ? CblasTrans : CblasNoTrans, tb = trans_b ? CblasTrans : CblasNoTrans;
-  const int lda = blas_int(trans_a ? m : k), ldb = blas_int(trans_b ? k : n);
-  if constexpr (std::is_same_v<T, float>) {
-    cblas_sgemm(CblasRowMajor, ta, tb, blas_int(m), blas_int(n), blas_int(k), 1.0f, a, lda, b, ldb, 0.0f, c,
-                blas_int(n));
-  } else if constexpr (std::is_same_v<T, double>) {
-    cblas_dgemm(CblasRowMajor, ta, tb, blas_int(m), blas_int(n), blas_int(k), 1.0, a, lda, b, ldb, 0.0, c,
-                blas_int(n));
+  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double>) {
+    blas_gemm(a, b, c, blas_int(m), blas_int(n), blas_int(k), blas_int(trans_a ? m : k), blas_int(trans_b ? k : n),
+              trans_a, trans_b);
   } else {
     int_gemm(a, b, c, m, n, k, trans_a, trans_b);
   }
