@@ -88,6 +88,8 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
       {"Shape::operator[]: axis -1", [] { (void)Shape{2, 3}[-1]; }, {"Shape", "axis -1", "(2, 3)"}},
       {"visit_dtype: an invalid DType value", [] { visit_dtype(static_cast<DType>(17), []<class T>() {}); },
        {"visit_dtype", "invalid dtype value 17"}},
+      {"set_matmul_precision: an invalid value", [] { set_matmul_precision(static_cast<MatmulPrecision>(5)); },
+       {"set_matmul_precision", "the value 5"}},
       // layout
       {"Placement: no ranks", [] { Placement("cpu", V{}); }, {"Placement", "ranks must not be empty"}},
       {"Placement: device type \"tpu\"", [] { Placement("tpu", V{0}); }, {"Placement", "\"cpu\" or \"cuda\"", "\"tpu\""}},
@@ -371,6 +373,9 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
          backward(sum(w * w));
        }, {"backward", "does not require grad", "NoGradGuard"}},
       {"SGD: no parameters", [] { SGD<float>({}, {}); }, {"SGD", "at least one parameter"}},
+      {"GradScaler: init_scale 0", [] { GradScaler({.init_scale = 0}); }, {"GradScaler", "init_scale", "got 0"}},
+      {"GradScaler: backoff_factor 1.5", [] { GradScaler({.backoff_factor = 1.5}); },
+       {"GradScaler", "backoff_factor", "1.5"}},
       {"SGD: a parameter without requires_grad", [&] { SGD<float>({x}, {}); },
        {"SGD", "parameter 0", "(4, 3) float32", "requires_grad_()"}},
       {"SGD: lr -1", [&] { SGD<float>({leaf()}, {.lr = -1}); }, {"SGD", "lr must be in [0, inf]", "got -1"}},
@@ -512,6 +517,8 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //                           (missing, too small) does not fit (the dispatch path's own checks)
 //   autograd/backward.hpp   backward (not a scalar, no grad, gradient shape)
 //   autograd/node.hpp       NoGradGuard, is_grad_enabled (e: nothing recorded under it)
+//   autograd/grad_scaler.hpp GradScaler (options out of range; its step/skip logic: grad_scaler_suite)
+//   runtime/matmul_precision.hpp set_matmul_precision (invalid value)
 //   autograd/optim.hpp      SGD, Adam, AdamW (no parameters, not requiring grad, listed twice,
 //                           partial, options out of range, load_state: entry count, shape,
 //                           steps, nothing taken when rejected), Optimizer::step (e: no gradient),
@@ -546,6 +553,7 @@ const std::vector<std::string>& public_api() {
       "sqrt", "abs", "matmul", "sum", "mean", "max", "min", "softmax", "log_softmax", "transpose", "permute",
       "reshape", "slice", "concat", "embedding", "pick", "cross_entropy", "dispatch",
       "backward", "NoGradGuard", "is_grad_enabled", "SGD", "Adam", "AdamW", "Optimizer::step", "Optimizer::zero_grad",
+      "GradScaler", "set_matmul_precision",
   };
   return api;
 }
