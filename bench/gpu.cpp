@@ -2,6 +2,10 @@
 // measured in the same run:
 //   - matmul 4096^3 and 8192^3 float: global matmul vs cublasSgemm on the same buffers' sizes
 //     (ratio = cuBLAS time / spsd time; target >= 0.97);
+//   - GEMM 8192^3 in bfloat16, float16, float32 with TF32 (MatmulPrecision::kHigh) and exact
+//     float32 (kHighest) through spsd's cuda matmul kernel (what the op runs on one rank): TFLOP/s;
+//     bench/gpu_torch.py prints torch.matmul's for the same shapes and dtypes, and tools/gpu-check
+//     puts the two side by side with their ratio (target: bf16 >= 0.9x torch);
 //   - element-wise add and a row sum vs cudaMemcpyAsync device-to-device of the same bytes
 //     (fraction of copy bandwidth; target >= 0.85);
 //   - dispatch overhead: a global add / matmul on tiny tensors, host time per call
@@ -19,6 +23,8 @@
 #include <functional>
 #include <vector>
 
+#include "spsd/kernel/cuda/gemm.hpp"
+#include "spsd/kernel/cuda/random.hpp"
 #include "spsd/spsd.hpp"
 
 namespace {
@@ -80,6 +86,23 @@ void matmul_vs_cublas(int64_t n, int reps) {
               static_cast<long long>(n), spsd_ms, raw_ms, raw_ms / spsd_ms, tflops);
 }
 
+// n^3 GEMM of T at a matmul precision through kernel::cuda::matmul on raw device buffers (the
+// op layer adds microseconds of dispatch to milliseconds): "| gemm n^3 LABEL | ms | TFLOP/s |".
+template <class T>
+void gemm_precision(const char* label, int64_t n, int reps, MatmulPrecision precision) {
+  const Shape s{n, n};
+  T *a = nullptr, *b = nullptr, *c = nullptr;
+  for (T** p : {&a, &b, &c}) check(cudaMalloc(p, static_cast<size_t>(n * n) * sizeof(T)), "cudaMalloc");
+  kernel::cuda::fill_normal<T>(a, Box{{0, 0}, {n, n}}, s, 1, stream());
+  kernel::cuda::fill_normal<T>(b, Box{{0, 0}, {n, n}}, s, 2, stream());
+  set_matmul_precision(precision);
+  const double ms = median_ms(reps, [&] { kernel::cuda::matmul<T>(a, s, b, s, c, s, stream()); });
+  set_matmul_precision(MatmulPrecision::kHighest);
+  for (T* p : {a, b, c}) cudaFree(p);
+  std::printf("| gemm %lld^3 %s | %.3f ms | %.1f TFLOP/s |\n", static_cast<long long>(n), label, ms,
+              2.0 * n * n * n / (ms * 1e-3) / 1e12);
+}
+
 void bandwidth(int64_t elems, int reps) {
   const Placement p("cuda", {0});
   const NdSbp b{sbp::broadcast};
@@ -132,6 +155,15 @@ int main(int argc, char** argv) {
   std::printf("| case | spsd | baseline | ratio | |\n|---|---|---|---|---|\n");
   for (int64_t n : {int64_t{4096}, int64_t{8192}}) matmul_vs_cublas(n, reps);
   bandwidth(int64_t{64} << 20, reps);  // 256 MiB per operand
+
+  std::printf("\n| GEMM, spsd's cuda matmul kernel | ms | TFLOP/s |\n|---|---|---|\n");
+  const int64_t g = 8192;
+  // spsd:: qualified: OpenBLAS's cblas.h (in spsd.hpp through kernel/cpu/gemm.hpp) declares a
+  // global typedef bfloat16, which `using namespace spsd` makes ambiguous.
+  gemm_precision<spsd::bfloat16>("bfloat16", g, reps, MatmulPrecision::kHighest);
+  gemm_precision<spsd::float16>("float16", g, reps, MatmulPrecision::kHighest);
+  gemm_precision<float>("float32 tf32", g, reps, MatmulPrecision::kHigh);
+  gemm_precision<float>("float32", g, reps, MatmulPrecision::kHighest);
 
   const Placement p("cuda", {0});
   const NdSbp b{sbp::broadcast};

@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """PyTorch eager on the same GPU and shapes as bench/gpu: host microseconds per call of add,
 matmul and relu on (4, 4) float32 cuda tensors (median of repetitions of back-to-back calls,
-the GPU running behind the host, as bench/gpu measures spsd), and matmul 4096^3 / 8192^3."""
+the GPU running behind the host, as bench/gpu measures spsd), matmul 4096^3 / 8192^3, and
+8192^3 in bfloat16, float16, float32 with TF32 and exact float32, labelled as bench/gpu labels
+its GEMM lines (tools/gpu-check pairs them)."""
 import statistics
 import sys
 import time
@@ -20,9 +22,9 @@ def dispatch_us(op, calls, reps=10):
     return statistics.median(times[2:])
 
 
-def matmul_ms(n, reps=10):
-    x = torch.randn(n, n, device="cuda")
-    y = torch.randn(n, n, device="cuda")
+def matmul_ms(n, reps=10, dtype=torch.float32):
+    x = torch.randn(n, n, device="cuda", dtype=dtype)
+    y = torch.randn(n, n, device="cuda", dtype=dtype)
     torch.matmul(x, y)
     torch.cuda.synchronize()
     start, stop = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -50,6 +52,14 @@ def main():
     for n in (4096, 8192):
         ms = matmul_ms(n, 3 if quick else 10)
         print(f"| torch.matmul {n}^3 float | {ms:.3f} ms | {2 * n ** 3 / (ms * 1e-3) / 1e12:.1f} TFLOP/s |")
+    print("\n| GEMM, torch.matmul | ms | TFLOP/s |\n|---|---|---|")
+    n = 8192
+    for label, dtype, tf32 in (("bfloat16", torch.bfloat16, False), ("float16", torch.float16, False),
+                               ("float32 tf32", torch.float32, True), ("float32", torch.float32, False)):
+        torch.backends.cuda.matmul.allow_tf32 = tf32
+        ms = matmul_ms(n, 3 if quick else 10, dtype)
+        print(f"| torch.matmul {n}^3 {label} | {ms:.3f} ms | {2 * n ** 3 / (ms * 1e-3) / 1e12:.1f} TFLOP/s |")
+    torch.backends.cuda.matmul.allow_tf32 = False
 
 
 if __name__ == "__main__":

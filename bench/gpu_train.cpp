@@ -1,28 +1,43 @@
 // bench/gpu_train: one training step of an MLP on a GPU, spsd against PyTorch eager on the same
-// GPU (bench/gpu_train_torch.py, run in the same device call by tools/gpu-check), float32, TF32
-// off on both sides, Adam:
-//   - the MLP 784 -> 4096 -> 4096 -> 10, batch 1024, and a 4-layer MLP (784 -> 2048 x3 -> 10);
+// GPU (bench/gpu_train_torch.py with the same flags, run in the same device call by
+// tools/gpu-check), Adam:
+//   - the MLPs 784 -> 4096 -> 4096 -> 10 and 784 -> 4096 x4 -> 10, batch 1024;
+//   - float32 (exact: MatmulPrecision::kHighest), float32 with --tf32 (kHigh: TF32 tensor cores;
+//     torch: allow_tf32), or --dtype bfloat16: mixed precision as a user writes it (docs/cuda.md):
+//     float32 master parameters and Adam state; the forward casts the input, weights and biases
+//     to bfloat16 with spsd::cast, runs matmul, add and relu there and casts the logits back to
+//     float32 for cross-entropy (as torch.autocast(bfloat16) does); gradients flow back through
+//     the casts into the float32 masters;
 //   - per phase (forward with the loss, backward, optimizer step), each phase ended by a
 //     synchronize; and the whole step without intermediate waits (the figure to compare);
 //   - the device traffic of one steady step (device_traffic(): it should be the loss read alone);
 //   - under mpirun -np N (ranks sharing the GPU: host-staged collectives), the data-parallel
 //     step, with the share of communication hidden behind backward (comm_stream_stats:
 //     1 - wait / busy).
-//   tools/mpirun -np 1 build-gpu/bench/gpu_train [--quick | --small]
+//   tools/mpirun -np 1 build-gpu/bench/gpu_train [--quick | --small] [--tf32 | --dtype bfloat16]
 // --small: a 32 -> 64 -> 10 MLP, batch 64, 2 steps: the training step tools/gpu-check runs under
 // compute-sanitizer (memcheck, racecheck, synccheck).
-// Medians over steps after warm-up, host clock around a synchronize. Exits 77 without a GPU.
+// Medians over steps after warm-up, host clock around a synchronize. Exits 77 without a GPU (and
+// for --dtype bfloat16 in a build without spsd::cast).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
 
 #include "spsd/spsd.hpp"
+
+// --dtype bfloat16 needs the op layer's 16-bit support, which comes with spsd/op/cast.hpp; builds
+// without it refuse the flag. Drop the condition once it is in.
+#if __has_include(<spsd/op/cast.hpp>)
+#include "spsd/op/cast.hpp"
+#define SPSD_BENCH_HALVES 1
+#else
+#define SPSD_BENCH_HALVES 0
+#endif
 
 namespace {
 
@@ -52,12 +67,28 @@ struct Mlp {
     all.insert(all.end(), biases.begin(), biases.end());
     return all;
   }
-  GlobalTensor<float> operator()(GlobalTensor<float> x) const {
-    for (size_t i = 0; i < weights.size(); ++i) {
-      x = matmul(x, weights[i]) + biases[i];
-      if (i + 1 < weights.size()) x = relu(x);
+  // The float32 logits, computed in C (float, or bfloat16 through casts of every operand).
+  template <class C>
+  GlobalTensor<float> logits(const GlobalTensor<float>& input) const {
+    if constexpr (std::is_same_v<C, float>) {
+      GlobalTensor<float> x = input;
+      for (size_t i = 0; i < weights.size(); ++i) {
+        x = matmul(x, weights[i]) + biases[i];
+        if (i + 1 < weights.size()) x = relu(x);
+      }
+      return x;
+    } else {
+#if SPSD_BENCH_HALVES
+      GlobalTensor<C> x = cast<C>(input);
+      for (size_t i = 0; i < weights.size(); ++i) {
+        x = matmul(x, cast<C>(weights[i])) + cast<C>(biases[i]);
+        if (i + 1 < weights.size()) x = relu(x);
+      }
+      return cast<float>(x);
+#else
+      detail::throw_error("gpu_train", "--dtype bfloat16 needs spsd::cast");
+#endif
     }
-    return x;
   }
 };
 
@@ -66,6 +97,7 @@ struct StepTimes {
   DeviceTraffic traffic;
 };
 
+template <class C>
 StepTimes time_steps(const std::vector<int64_t>& sizes, int64_t batch, int steps) {
   const int world = world_size();
   std::vector<int64_t> ranks(world);
@@ -78,7 +110,7 @@ StepTimes time_steps(const std::vector<int64_t>& sizes, int64_t batch, int steps
   std::vector<int64_t> label_values(batch);
   for (int64_t i = 0; i < batch; ++i) label_values[i] = (i * 7) % sizes.back();
   const GlobalTensor<int64_t> labels = from_host(Tensor<int64_t>::from_vector({batch}, label_values), p, s0);
-  auto forward = [&] { return cross_entropy(model(x), labels); };
+  auto forward = [&] { return cross_entropy(model.logits<C>(x), labels); };
   auto step = [&] {
     GlobalTensor<float> loss = forward();
     adam.zero_grad();
@@ -131,26 +163,44 @@ std::string describe(const std::vector<int64_t>& sizes) {
 
 int main(int argc, char** argv) {
   Runtime runtime(argc, argv);
-  const std::string mode = argc > 1 ? argv[1] : "";
-  SPSD_CHECK(mode.empty() || mode == "--quick" || mode == "--small", "gpu_train", "unknown argument ", mode);
+  std::string mode, dtype = "float32";
+  bool tf32 = false;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick" || a == "--small") mode = a;
+    else if (a == "--tf32") tf32 = true;
+    else if (a == "--dtype" && i + 1 < argc) dtype = argv[++i];
+    else detail::throw_error("gpu_train", "unknown argument ", a);
+  }
+  SPSD_CHECK(dtype == "float32" || dtype == "bfloat16", "gpu_train", "--dtype must be float32 or bfloat16, got ", dtype);
+  SPSD_CHECK(!(tf32 && dtype != "float32"), "gpu_train", "--tf32 applies to --dtype float32 only");
+  if (!SPSD_BENCH_HALVES && dtype != "float32") {
+    std::printf("SKIP: --dtype %s needs spsd::cast, which this build of spsd does not have\n", dtype.c_str());
+    return 77;
+  }
   if (!cuda_available()) {
     std::printf("SKIP: no usable CUDA device (%s)\n", runtime_info().c_str());
     return 77;
   }
+  if (tf32) set_matmul_precision(MatmulPrecision::kHigh);
   const int steps = mode == "--small" ? 2 : mode == "--quick" ? 3 : 10;
   const int64_t batch = mode == "--small" ? 64 : 1024;
+  const std::string precision = dtype == "bfloat16" ? "bfloat16 compute, float32 masters"
+                                : tf32              ? "float32, TF32 matmuls"
+                                                    : "float32, TF32 off";
   if (rank() == 0) {
-    std::printf("bench/gpu_train, %d rank(s) on %s; float32, TF32 %s, Adam\n", world_size(), runtime_info().c_str(),
-                std::getenv("SPSD_ALLOW_TF32") ? "as SPSD_ALLOW_TF32 says" : "off");
-    std::printf("| spsd, %d rank(s) | batch | step ms | forward ms | backward ms | optimizer ms | hidden comm | "
+    std::printf("bench/gpu_train, %d rank(s) on %s; %s, Adam\n", world_size(), runtime_info().c_str(),
+                precision.c_str());
+    std::printf("| spsd, %d rank(s), %s | batch | step ms | forward ms | backward ms | optimizer ms | hidden comm | "
                 "host<->device per step |\n|---|---|---|---|---|---|---|---|\n",
-                world_size());
+                world_size(), precision.c_str());
   }
   const std::vector<std::vector<int64_t>> models =
       mode == "--small" ? std::vector<std::vector<int64_t>>{{32, 64, 10}}
-                        : std::vector<std::vector<int64_t>>{{784, 4096, 4096, 10}, {784, 2048, 2048, 2048, 10}};
+                        : std::vector<std::vector<int64_t>>{{784, 4096, 4096, 10}, {784, 4096, 4096, 4096, 4096, 10}};
   for (const auto& sizes : models) {
-    const StepTimes t = time_steps(sizes, batch, steps);
+    const StepTimes t = dtype == "bfloat16" ? time_steps<spsd::bfloat16>(sizes, batch, steps)
+                                            : time_steps<float>(sizes, batch, steps);
     if (rank() == 0)
       std::printf("| MLP %s | %lld | %.2f | %.2f | %.2f | %.2f | %s | %lld copies, %lld B, %lld syncs |\n",
                   describe(sizes).c_str(), static_cast<long long>(batch), t.step, t.forward, t.backward, t.optimizer,

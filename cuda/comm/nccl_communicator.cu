@@ -40,6 +40,9 @@ ncclDataType_t nccl_type(DType t) {
     case DType::kFloat64: return ncclFloat64;
     case DType::kInt32: return ncclInt32;
     case DType::kInt64: return ncclInt64;
+    // Reduced natively (NCCL adds in float and rounds per step of its algorithm: docs/cuda.md).
+    case DType::kBFloat16: return ncclBfloat16;
+    case DType::kFloat16: return ncclFloat16;
   }
   throw_error("nccl", "no NCCL datatype for dtype value ", static_cast<int>(t));
 }

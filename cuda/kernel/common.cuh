@@ -14,7 +14,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "spsd/core/dtype.hpp"
 #include "spsd/core/error.hpp"
+#include "spsd/core/half.hpp"
 #include "spsd/core/reduce_op.hpp"
 
 namespace spsd::kernel::cuda::detail {
@@ -48,16 +50,28 @@ inline unsigned grid_dim(int64_t n, int64_t cap) { return static_cast<unsigned>(
 __device__ inline int64_t thread_index() { return static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; }
 __device__ inline int64_t thread_count() { return static_cast<int64_t>(gridDim.x) * blockDim.x; }
 
+// A kernel loads an element as compute_t<T> (a 16-bit float widens exactly to float), computes
+// and accumulates in that type, and rounds once when it stores (core/half.hpp's round to nearest
+// even, the cpu's conversion bit for bit). For float, double and the integers both are no-ops.
+template <class T>
+__device__ __forceinline__ compute_t<T> widen(T x) { return static_cast<compute_t<T>>(x); }
+template <class T>
+__device__ __forceinline__ T narrow(compute_t<T> v) { return static_cast<T>(v); }
+
 // 16 bytes of elements, loaded and stored as one access: the flat element-wise kernels move a pack per
 // thread and step, the last n % size elements one by one (and the dense row reductions load them). An add of 256 MiB operands ran at 0.80
 // of copy bandwidth on an H100 with one 4-byte element per thread (docs/benchmarks.md, GPU).
-template <class T>
-struct alignas(16) Pack {
-  static constexpr int kSize = 16 / sizeof(T);
-  T v[kSize];
+// Vec<T, K>: K elements as one aligned access (cast moves K = 16 / the larger element size).
+template <class T, int K>
+struct alignas(K * sizeof(T)) Vec {
+  static constexpr int kSize = K;
+  T v[K];
 };
+template <class T>
+using Pack = Vec<T, 16 / sizeof(T)>;
 
-inline bool aligned_for_packs(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+inline bool aligned_to(const void* p, size_t bytes) { return reinterpret_cast<uintptr_t>(p) % bytes == 0; }
+inline bool aligned_for_packs(const void* p) { return aligned_to(p, 16); }
 
 // Integer +, -, *, negation modulo 2^bits through the unsigned type (cpu loop.hpp's wrap_*);
 // floats pass through.
@@ -140,6 +154,12 @@ Strided<N> make_strided(const char* kernel, const std::vector<int64_t>& dims,
 
 }  // namespace spsd::kernel::cuda::detail
 
-// X(T) for every element type the kernels are instantiated for.
-#define SPSD_CUDA_FOR_EACH_ELEMENT(X) X(float) X(double) X(int32_t) X(int64_t)
-#define SPSD_CUDA_FOR_EACH_FLOATING(X) X(float) X(double)
+// X(T) for every element type the kernels are instantiated for (the names resolve inside
+// namespace spsd::kernel::cuda, where the instantiations are).
+#define SPSD_CUDA_FOR_EACH_HALF(X) X(bfloat16) X(float16)
+#define SPSD_CUDA_FOR_EACH_FLOATING(X) X(float) X(double) SPSD_CUDA_FOR_EACH_HALF(X)
+#define SPSD_CUDA_FOR_EACH_ELEMENT(X) SPSD_CUDA_FOR_EACH_FLOATING(X) X(int32_t) X(int64_t)
+// X(A, T) for every element type T: the list again, for pairs (the preprocessor does not expand a
+// macro inside its own expansion, so SPSD_CUDA_FOR_EACH_ELEMENT cannot nest).
+#define SPSD_CUDA_FOR_EACH_ELEMENT_WITH(X, A) \
+  X(A, float) X(A, double) X(A, bfloat16) X(A, float16) X(A, int32_t) X(A, int64_t)

@@ -1,6 +1,8 @@
 // Element-wise CUDA kernels. One grid-stride kernel per access pattern (map, binary with
 // broadcasting, fill), the op a device functor chosen once on the host: one switch per call,
 // no per-element dispatch, and few instantiations (scalar forms reuse the map kernel).
+// The functors run on compute_t<T> (float for the 16-bit types): the kernels widen each loaded
+// element and round the result once on store (common.cuh's widen/narrow).
 #include "common.cuh"  // first: its pragma covers the cpu headers below
 
 #include <cstdint>
@@ -83,25 +85,25 @@ struct DivOf {
   }
 };
 
-// x op s (or s op x when first): a binary functor bound to a host scalar.
-template <class F, class T>
+// x op s (or s op x when first): a binary functor bound to a host scalar; C = compute_t<T>.
+template <class F, class C>
 struct BoundScalar {
   F f;
-  T s;
+  C s;
   bool first;
-  __device__ T operator()(T x) const { return first ? f(s, x) : f(x, s); }
+  __device__ C operator()(C x) const { return first ? f(s, x) : f(x, s); }
 };
 
-template <class T>
+template <class C>
 struct ScaleBy {
-  T factor;
-  __device__ T operator()(T x) const { return wrap_mul(x, factor); }
+  C factor;
+  __device__ C operator()(C x) const { return wrap_mul(x, factor); }
 };
 
 // ---- kernels ----
 template <class T, class F>
 __global__ void map_kernel(F f, const T* x, T* out, int64_t n) {
-  for (int64_t i = thread_index(); i < n; i += thread_count()) out[i] = f(x[i]);
+  for (int64_t i = thread_index(); i < n; i += thread_count()) out[i] = narrow<T>(f(widen(x[i])));
 }
 
 
@@ -113,10 +115,10 @@ __global__ void map_packs_kernel(F f, const T* x, T* out, int64_t n) {
     const Pack<T> in = reinterpret_cast<const Pack<T>*>(x)[p];
     Pack<T> r;
 #pragma unroll
-    for (int j = 0; j < k; ++j) r.v[j] = f(in.v[j]);
+    for (int j = 0; j < k; ++j) r.v[j] = narrow<T>(f(widen(in.v[j])));
     reinterpret_cast<Pack<T>*>(out)[p] = r;
   }
-  for (int64_t i = packs * k + thread_index(); i < n; i += thread_count()) out[i] = f(x[i]);
+  for (int64_t i = packs * k + thread_index(); i < n; i += thread_count()) out[i] = narrow<T>(f(widen(x[i])));
 }
 
 template <class T, class F>
@@ -127,10 +129,11 @@ __global__ void binary_packs_kernel(F f, const T* a, const T* b, T* out, int64_t
     const Pack<T> x = reinterpret_cast<const Pack<T>*>(a)[p], y = reinterpret_cast<const Pack<T>*>(b)[p];
     Pack<T> r;
 #pragma unroll
-    for (int j = 0; j < k; ++j) r.v[j] = f(x.v[j], y.v[j]);
+    for (int j = 0; j < k; ++j) r.v[j] = narrow<T>(f(widen(x.v[j]), widen(y.v[j])));
     reinterpret_cast<Pack<T>*>(out)[p] = r;
   }
-  for (int64_t i = packs * k + thread_index(); i < n; i += thread_count()) out[i] = f(a[i], b[i]);
+  for (int64_t i = packs * k + thread_index(); i < n; i += thread_count())
+    out[i] = narrow<T>(f(widen(a[i]), widen(b[i])));
 }
 
 template <class T>
@@ -147,7 +150,7 @@ __global__ void binary_kernel(F f, const T* a, int64_t step_a, const T* b, int64
   for (int64_t i = thread_index(); i < n; i += thread_count()) {
     int64_t off[2] = {i * step_a, i * step_b};
     if (idx.ndim > 0) idx.offsets(i, off);
-    out[i] = f(a[off[0]], b[off[1]]);
+    out[i] = narrow<T>(f(widen(a[off[0]]), widen(b[off[1]])));
   }
 }
 
@@ -172,7 +175,7 @@ void with_unary_fn(UnaryOp op, Body&& body) {
     case UnaryOp::kAbs: return body(Abs{});
     default: break;
   }
-  if constexpr (std::is_floating_point_v<T>) {
+  if constexpr (std::is_floating_point_v<compute_t<T>>) {
     switch (op) {
       case UnaryOp::kGelu: return body(Gelu{});
       case UnaryOp::kExp: return body(Exp{});
@@ -268,8 +271,9 @@ void binary_scalar(BinaryOp op, const T* a, T s, T* out, int64_t n, bool scalar_
                dtype_of<T>, ")");
   }
   detail::with_binary_fn(op, [&](auto f) {
-    detail::launch_map(to_string(op).data(), detail::BoundScalar<decltype(f), T>{f, s, scalar_first}, a, out, n,
-                       stream);
+    using C = compute_t<T>;
+    detail::launch_map(to_string(op).data(), detail::BoundScalar<decltype(f), C>{f, static_cast<C>(s), scalar_first},
+                       a, out, n, stream);
   });
 }
 
@@ -282,7 +286,7 @@ void fill(T* out, int64_t n, T value, void* stream) {
 
 template <Element T>
 void scale(T* x, int64_t n, T factor, void* stream) {
-  detail::launch_map("scale", detail::ScaleBy<T>{factor}, x, x, n, stream);
+  detail::launch_map("scale", detail::ScaleBy<compute_t<T>>{static_cast<compute_t<T>>(factor)}, x, x, n, stream);
 }
 
 #define SPSD_INSTANTIATE(T)                                                                                  \

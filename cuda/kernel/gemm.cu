@@ -1,6 +1,9 @@
-// matmul on the device. float/double: cuBLAS strided-batched gemm; a row-major C = op(A) op(B)
-// is the column-major C^T = op(B)^T op(A)^T, so the operands are passed swapped, each with
-// CUBLAS_OP_T where it is stored transposed, and nothing is copied.
+// matmul on the device. Floating types: cuBLAS's cublasGemmStridedBatchedEx; a row-major
+// C = op(A) op(B) is the column-major C^T = op(B)^T op(A)^T, so the operands are passed swapped,
+// each with CUBLAS_OP_T where it is stored transposed, and nothing is copied. The compute type
+// says how it accumulates: bfloat16/float16 in float (CUBLAS_COMPUTE_32F, tensor cores, no
+// reduced-precision split-k reductions), float32 exactly (CUBLAS_COMPUTE_32F) or, at
+// MatmulPrecision::kHigh, with TF32 tensor cores (CUBLAS_COMPUTE_32F_FAST_TF32), double in double.
 // Broadcast batch dims are collapsed; the innermost becomes cuBLAS's batch (stride 0 where an
 // operand broadcasts), any outer ones a host loop. Integers: a shared-memory tiled kernel whose
 // wrapping sums equal the cpu's int_gemm exactly (wrapping arithmetic is associative).
@@ -8,15 +11,13 @@
 
 #include <cublas_v2.h>
 
-#include <atomic>
 #include <climits>
-#include <cstdlib>
-#include <cstring>
 
 #include "spsd/kernel/cpu/broadcasting.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 #include "spsd/kernel/cuda/gemm.hpp"
+#include "spsd/runtime/matmul_precision.hpp"
 
 namespace spsd::kernel::cuda {
 
@@ -60,21 +61,45 @@ class Handles {
   std::vector<cublasHandle_t> handles_;
 };
 
-cublasHandle_t handle_for(cudaStream_t stream, bool tf32) {
+cublasHandle_t handle_for(cudaStream_t stream, cublasMath_t math) {
   thread_local Handles handles;
   cublasHandle_t h = handles.get();
   check_cublas(cublasSetStream(h, stream), "cublasSetStream");
-  check_cublas(cublasSetMathMode(h, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+  check_cublas(cublasSetMathMode(h, math), "cublasSetMathMode");
   return h;
 }
 
-std::atomic<bool>& tf32_flag() {
-  static std::atomic<bool> flag{[] {
-    const char* env = std::getenv("SPSD_ALLOW_TF32");
-    return env != nullptr && std::strcmp(env, "1") == 0;
-  }()};
-  return flag;
-}
+// How cuBLAS stores and multiplies a floating T (the scale type, of alpha and beta, is compute_t<T>).
+template <class T>
+struct Blas;
+template <>
+struct Blas<float> {
+  static constexpr cudaDataType_t kData = CUDA_R_32F;
+  static cublasComputeType_t compute() {
+    return matmul_precision() == MatmulPrecision::kHigh ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  }
+  static constexpr cublasMath_t kMath = CUBLAS_DEFAULT_MATH;
+};
+template <>
+struct Blas<double> {
+  static constexpr cudaDataType_t kData = CUDA_R_64F;
+  static cublasComputeType_t compute() { return CUBLAS_COMPUTE_64F; }
+  static constexpr cublasMath_t kMath = CUBLAS_DEFAULT_MATH;
+};
+// 16-bit inputs and output, float accumulation all the way: split-k partial sums stay float too.
+struct Blas16 {
+  static cublasComputeType_t compute() { return CUBLAS_COMPUTE_32F; }
+  static constexpr cublasMath_t kMath =
+      static_cast<cublasMath_t>(CUBLAS_DEFAULT_MATH | CUBLAS_MATH_DISALLOW_REDUCED_PRECISION_REDUCTION);
+};
+template <>
+struct Blas<bfloat16> : Blas16 {
+  static constexpr cudaDataType_t kData = CUDA_R_16BF;
+};
+template <>
+struct Blas<float16> : Blas16 {
+  static constexpr cudaDataType_t kData = CUDA_R_16F;
+};
 
 // count products c_i (m, n) = op(a_i) (m, k) op(b_i) (k, n), operand i at i * stride
 // (row-major); a_i stored (k, m) when ta, b_i stored (n, k) when tb. In cuBLAS's column-major
@@ -83,19 +108,14 @@ std::atomic<bool>& tf32_flag() {
 template <class T>
 void gemm_batched(cublasHandle_t h, const T* a, int64_t sa, const T* b, int64_t sb, T* c, int64_t sc, int64_t m,
                   int64_t n, int64_t k, int64_t count, bool ta, bool tb) {
-  const T one = 1, zero = 0;
+  const compute_t<T> one = 1, zero = 0;
   const int im = blas_int(m), in = blas_int(n), ik = blas_int(k), ic = blas_int(count);
   const cublasOperation_t op_a = ta ? CUBLAS_OP_T : CUBLAS_OP_N, op_b = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int lda = ta ? im : ik, ldb = tb ? ik : in;
-  if constexpr (std::is_same_v<T, float>) {
-    check_cublas(cublasSgemmStridedBatched(h, op_b, op_a, in, im, ik, &one, b, ldb, sb, a, lda, sa, &zero, c, in, sc,
-                                           ic),
-                 "cublasSgemmStridedBatched");
-  } else {
-    check_cublas(cublasDgemmStridedBatched(h, op_b, op_a, in, im, ik, &one, b, ldb, sb, a, lda, sa, &zero, c, in, sc,
-                                           ic),
-                 "cublasDgemmStridedBatched");
-  }
+  constexpr cudaDataType_t t = Blas<T>::kData;
+  check_cublas(cublasGemmStridedBatchedEx(h, op_b, op_a, in, im, ik, &one, b, t, ldb, sb, a, t, lda, sa, &zero, c, t,
+                                          in, sc, ic, Blas<T>::compute(), CUBLAS_GEMM_DEFAULT),
+               "cublasGemmStridedBatchedEx");
 }
 
 constexpr int kIntTile = 16;
@@ -134,9 +154,6 @@ __global__ void int_gemm_kernel(const T* a, const T* b, T* c, int64_t m, int64_t
 
 }  // namespace detail
 
-void set_allow_tf32(bool allow) { detail::tf32_flag().store(allow); }
-bool allow_tf32() { return detail::tf32_flag().load(); }
-
 template <Element T>
 void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out, const Shape& out_shape,
             bool trans_a, bool trans_b, void* stream) {
@@ -155,8 +172,8 @@ void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, 
   const cpu::detail::Collapsed<2> c = cpu::detail::collapse<2>(out_batch, {sa, sb});
   cudaStream_t s = detail::as_stream(stream);
 
-  if constexpr (std::is_floating_point_v<T>) {
-    cublasHandle_t h = detail::handle_for(s, std::is_same_v<T, float> && allow_tf32());
+  if constexpr (FloatingElement<T>) {
+    cublasHandle_t h = detail::handle_for(s, detail::Blas<T>::kMath);
     // b shared by every batch and a dense (untransposed) over them: one (batches*m, k) x (k, n).
     if (!trans_a && batch_b.numel() == 1 && batch_a.numel() == batches && batches * m <= INT_MAX) {
       detail::gemm_batched(h, a, 0, b, 0, out, 0, batches * m, n, k, 1, false, trans_b);

@@ -36,10 +36,19 @@ __global__ void mark_out_of_range_kernel(const int64_t* indices, int64_t bound, 
   }
 }
 
-// *p += v, atomically; integers wrap (added as unsigned).
+// *p += v, atomically; integers wrap (added as unsigned). A 16-bit float adds in float and rounds
+// once per add (core/half.hpp's conversion, as the cpu), through a 16-bit compare-and-swap: the
+// hardware's bf16/fp16 atomicAdd rounds its own way.
 template <class T>
 __device__ void atomic_add(T* p, T v) {
-  if constexpr (std::is_same_v<T, int64_t>)
+  if constexpr (is_half_v<T>) {
+    auto* word = reinterpret_cast<unsigned short*>(p);
+    unsigned short seen = *word, assumed;
+    do {
+      assumed = seen;
+      seen = atomicCAS(word, assumed, T(static_cast<float>(T::from_bits(assumed)) + static_cast<float>(v)).bits);
+    } while (seen != assumed);
+  } else if constexpr (std::is_same_v<T, int64_t>)
     atomicAdd(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
   else if constexpr (std::is_same_v<T, int32_t>)
     atomicAdd(reinterpret_cast<unsigned*>(p), static_cast<unsigned>(v));

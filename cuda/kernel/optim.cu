@@ -1,6 +1,6 @@
 // Fused optimizer updates on the device: one grid-stride kernel per parameter piece, running
 // the per-element code of kernel/cpu/optim.hpp (SPSD_HOST_DEVICE) with the flags as template
-// arguments, as the cpu loops do. The argument struct travels by value (kernel parameters).
+// arguments, as the cpu loops do; 16-bit parameters and state update in float. The argument struct travels by value (kernel parameters).
 #include "common.cuh"
 
 #include "spsd/kernel/cuda/optim.hpp"
@@ -9,28 +9,39 @@ namespace spsd::kernel::cuda {
 
 namespace detail {
 
-template <bool kWeightDecay, bool kMomentum, bool kNesterov, class T>
-__global__ void sgd_step_kernel(T* p, const T* g, T* buf, int64_t n, SgdStep<T> s) {
+// Each element loads into C = compute_t<T> (float for a 16-bit parameter and its state), runs the
+// cpu's update there and stores every array it changed, rounded once.
+template <bool kWeightDecay, bool kMomentum, bool kNesterov, class T, class C = compute_t<T>>
+__global__ void sgd_step_kernel(T* p, const T* g, T* buf, int64_t n, SgdStep<C> s) {
   for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    C pi = widen(p[i]);
     if constexpr (kMomentum) {
-      cpu::detail::sgd_update<kWeightDecay, true, kNesterov>(p[i], g[i], buf[i], s);
+      C bi = widen(buf[i]);
+      cpu::detail::sgd_update<kWeightDecay, true, kNesterov>(pi, widen(g[i]), bi, s);
+      buf[i] = narrow<T>(bi);
     } else {
-      T unused{};
-      cpu::detail::sgd_update<kWeightDecay, false, false>(p[i], g[i], unused, s);
+      C unused{};
+      cpu::detail::sgd_update<kWeightDecay, false, false>(pi, widen(g[i]), unused, s);
     }
+    p[i] = narrow<T>(pi);
   }
 }
 
-template <bool kL2, bool kDecoupled, class T>
-__global__ void adam_step_kernel(T* p, const T* g, T* m, T* v, int64_t n, AdamStep<T> s) {
-  for (int64_t i = thread_index(); i < n; i += thread_count())
-    cpu::detail::adam_update<kL2, kDecoupled>(p[i], g[i], m[i], v[i], s);
+template <bool kL2, bool kDecoupled, class T, class C = compute_t<T>>
+__global__ void adam_step_kernel(T* p, const T* g, T* m, T* v, int64_t n, AdamStep<C> s) {
+  for (int64_t i = thread_index(); i < n; i += thread_count()) {
+    C pi = widen(p[i]), mi = widen(m[i]), vi = widen(v[i]);
+    cpu::detail::adam_update<kL2, kDecoupled>(pi, widen(g[i]), mi, vi, s);
+    p[i] = narrow<T>(pi);
+    m[i] = narrow<T>(mi);
+    v[i] = narrow<T>(vi);
+  }
 }
 
 }  // namespace detail
 
-template <std::floating_point T>
-void sgd_step(T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<T>& s, void* stream) {
+template <FloatingElement T>
+void sgd_step(T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<compute_t<T>>& s, void* stream) {
   if (n == 0) return;
   cpu::detail::with_flags(
       [&](auto decay, auto momentum, auto nesterov) {
@@ -41,8 +52,8 @@ void sgd_step(T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<T>& s,
   detail::check_launch("sgd_step");
 }
 
-template <std::floating_point T>
-void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<T>& s, void* stream) {
+template <FloatingElement T>
+void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<compute_t<T>>& s, void* stream) {
   if (n == 0) return;
   cpu::detail::with_flags(
       [&](auto l2, auto decoupled) {
@@ -54,8 +65,8 @@ void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<T>& s, vo
 }
 
 #define SPSD_INSTANTIATE(T)                                                              \
-  template void sgd_step<T>(T*, const T*, T*, int64_t, const SgdStep<T>&, void*);       \
-  template void adam_step<T>(T*, const T*, T*, T*, int64_t, const AdamStep<T>&, void*);
+  template void sgd_step<T>(T*, const T*, T*, int64_t, const SgdStep<compute_t<T>>&, void*); \
+  template void adam_step<T>(T*, const T*, T*, T*, int64_t, const AdamStep<compute_t<T>>&, void*);
 SPSD_CUDA_FOR_EACH_FLOATING(SPSD_INSTANTIATE)
 #undef SPSD_INSTANTIATE
 

@@ -60,8 +60,11 @@ void permute(const T* x, const Shape& x_shape, std::span<const int64_t> perm, T*
                                                {std::vector<int64_t>(strides.begin(), strides.end() - 2)});
     const dim3 grid(detail::grid_dim((cols + detail::kTile - 1) / detail::kTile, INT32_MAX),
                     detail::grid_dim((rows + detail::kTile - 1) / detail::kTile, 65535), detail::grid_dim(batches, 65535));
-    detail::transpose_kernel<T><<<grid, dim3(detail::kTile, detail::kTileRows), 0, s>>>(x, strides[k - 1], out, rows,
-                                                                                        cols, batches, batch);
+    // The tile holds raw words: moving bits needs no arithmetic, and a 16-bit float's default
+    // constructor (zero bits) is not allowed on __shared__ memory.
+    using Word = std::conditional_t<is_half_v<T>, uint16_t, T>;
+    detail::transpose_kernel<Word><<<grid, dim3(detail::kTile, detail::kTileRows), 0, s>>>(
+        reinterpret_cast<const Word*>(x), strides[k - 1], reinterpret_cast<Word*>(out), rows, cols, batches, batch);
     detail::check_launch("permute");
     return;
   }

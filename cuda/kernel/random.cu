@@ -1,6 +1,7 @@
 // Random fills on the device: each thread computes the global row-major index of its box
 // element and calls the same philox functions the host factories call (tensor/random.hpp is
-// SPSD_HOST_DEVICE under nvcc).
+// SPSD_HOST_DEVICE under nvcc). A 16-bit element draws the float value and rounds it once (a
+// uniform float just below 1 may round to 1: rand's 16-bit values lie in [0, 1]).
 #include "common.cuh"
 
 #include "spsd/kernel/cpu/broadcasting.hpp"
@@ -19,7 +20,7 @@ __global__ void philox_fill_kernel(T* out, int64_t n, int64_t base, Strided<1> i
     int64_t off[1];
     idx.offsets(i, off);
     const uint64_t g = static_cast<uint64_t>(base + off[0]);
-    out[i] = Normal ? philox::normal<T>(seed, g) : philox::uniform<T>(seed, g);
+    out[i] = narrow<T>(Normal ? philox::normal<compute_t<T>>(seed, g) : philox::uniform<compute_t<T>>(seed, g));
   }
 }
 
@@ -42,12 +43,12 @@ void philox_fill(const char* name, T* out, const Box& box, const Shape& global_s
 
 }  // namespace detail
 
-template <std::floating_point T>
+template <FloatingElement T>
 void fill_uniform(T* out, const Box& box, const Shape& global_shape, uint64_t seed, void* stream) {
   detail::philox_fill<T, false>("rand", out, box, global_shape, seed, stream);
 }
 
-template <std::floating_point T>
+template <FloatingElement T>
 void fill_normal(T* out, const Box& box, const Shape& global_shape, uint64_t seed, void* stream) {
   detail::philox_fill<T, true>("randn", out, box, global_shape, seed, stream);
 }

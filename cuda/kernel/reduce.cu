@@ -3,6 +3,9 @@
 // a reduced one gives one warp per output for short rows, else one block (threads stride along
 // contiguous memory); a kept one gives one thread column per output (neighbouring threads read
 // neighbouring elements) with the reduced range split over threadIdx.y.
+// Kernels read In and write Out, folding in Acc = compute_t<In>: a 16-bit tensor folds in float,
+// its partial results of a split row stay float (In = T, Out = float, then In = float, Out = T),
+// so each output rounds once.
 #include "common.cuh"  // first: its pragma covers the cpu headers below
 #include "reduce.cuh"
 
@@ -28,19 +31,20 @@ __device__ inline int64_t reduced_offset(const Strided<1>& red, int64_t r) {
 // One block per (output o, part p): the fold of reduced indices [p * chunk, (p + 1) * chunk)
 // into out[o * parts + p]. parts > 1 splits long rows over several blocks when there are few
 // outputs (a full sum would otherwise run on one SM); a second pass folds the parts.
-template <class T, class F>
-__global__ void reduce_rows_kernel(F f, const T* x, T* out, int64_t out_n, int64_t red_n, Strided<1> kept,
-                                   Strided<1> red, T identity, int64_t parts, int64_t chunk) {
-  __shared__ T scratch[kThreads];
+template <class In, class Out, class F, class Acc = compute_t<In>>
+__global__ void reduce_rows_kernel(F f, const In* x, Out* out, int64_t out_n, int64_t red_n, Strided<1> kept,
+                                   Strided<1> red, Acc identity, int64_t parts, int64_t chunk) {
+  __shared__ Acc scratch[kThreads];
   for (int64_t item = blockIdx.x; item < out_n * parts; item += gridDim.x) {
     const int64_t o = item / parts, begin = item % parts * chunk, end = min(red_n, begin + chunk);
     int64_t base[1];
     kept.offsets(o, base);
-    T acc = identity;
+    Acc acc = identity;
 #pragma unroll 4  // several loads in flight per thread
-    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x) acc = f(acc, x[base[0] + reduced_offset(red, r)]);
+    for (int64_t r = begin + threadIdx.x; r < end; r += blockDim.x)
+      acc = f(acc, widen(x[base[0] + reduced_offset(red, r)]));
     acc = block_reduce(f, acc, scratch);
-    if (threadIdx.x == 0) out[item] = acc;
+    if (threadIdx.x == 0) out[item] = narrow<Out>(acc);
   }
 }
 
@@ -49,19 +53,19 @@ __global__ void reduce_rows_kernel(F f, const T* x, T* out, int64_t out_n, int64
 // of copy bandwidth on an H100 that way; docs/benchmarks.md, GPU).
 constexpr int64_t kWarpRowMax = 2048;
 
-template <class T, class F>
-__global__ void reduce_short_rows_kernel(F f, const T* x, T* out, int64_t out_n, int64_t red_n, Strided<1> kept,
-                                         Strided<1> red, T identity) {
+template <class In, class Out, class F, class Acc = compute_t<In>>
+__global__ void reduce_short_rows_kernel(F f, const In* x, Out* out, int64_t out_n, int64_t red_n, Strided<1> kept,
+                                         Strided<1> red, Acc identity) {
   const int64_t warps = blockDim.x / 32, lane = threadIdx.x % 32;
   // o is the same on every lane of a warp, so each warp runs the loop and its shuffles together.
   for (int64_t o = blockIdx.x * warps + threadIdx.x / 32; o < out_n; o += static_cast<int64_t>(gridDim.x) * warps) {
     int64_t base[1];
     kept.offsets(o, base);
-    T acc = identity;
+    Acc acc = identity;
 #pragma unroll 4  // several loads in flight per thread
-    for (int64_t r = lane; r < red_n; r += 32) acc = f(acc, x[base[0] + reduced_offset(red, r)]);
+    for (int64_t r = lane; r < red_n; r += 32) acc = f(acc, widen(x[base[0] + reduced_offset(red, r)]));
     acc = warp_reduce(f, acc);
-    if (lane == 0) out[o] = acc;
+    if (lane == 0) out[o] = narrow<Out>(acc);
   }
 }
 
@@ -69,21 +73,21 @@ __global__ void reduce_short_rows_kernel(F f, const T* x, T* out, int64_t out_n,
 // packs): each lane loads a 16-byte pack at a time, a quarter of the load instructions of one
 // float per lane for the same bytes (that kernel's row sum of 1024-float rows reached 0.72 of
 // copy bandwidth on an H200).
-template <class T, class F>
-__global__ void reduce_dense_short_rows_kernel(F f, const T* x, T* out, int64_t out_n, int64_t n, T identity) {
-  constexpr int k = Pack<T>::kSize;
+template <class In, class Out, class F, class Acc = compute_t<In>>
+__global__ void reduce_dense_short_rows_kernel(F f, const In* x, Out* out, int64_t out_n, int64_t n, Acc identity) {
+  constexpr int k = Pack<In>::kSize;
   const int64_t warps = blockDim.x / 32, lane = threadIdx.x % 32, packs = n / k;
   for (int64_t o = blockIdx.x * warps + threadIdx.x / 32; o < out_n; o += static_cast<int64_t>(gridDim.x) * warps) {
-    const Pack<T>* row = reinterpret_cast<const Pack<T>*>(x + o * n);
-    T acc = identity;
+    const Pack<In>* row = reinterpret_cast<const Pack<In>*>(x + o * n);
+    Acc acc = identity;
 #pragma unroll 2
     for (int64_t p = lane; p < packs; p += 32) {
-      const Pack<T> v = row[p];
+      const Pack<In> v = row[p];
 #pragma unroll
-      for (int j = 0; j < k; ++j) acc = f(acc, v.v[j]);
+      for (int j = 0; j < k; ++j) acc = f(acc, widen(v.v[j]));
     }
     acc = warp_reduce(f, acc);
-    if (lane == 0) out[o] = acc;
+    if (lane == 0) out[o] = narrow<Out>(acc);
   }
 }
 
@@ -91,24 +95,24 @@ constexpr int kColX = 32, kColY = 16;
 
 // Part p = blockIdx.y of the reduced range ([p * chunk, (p + 1) * chunk)) for outputs o,
 // into out[p * out_n + o]; gridDim.y == 1 is the whole reduction.
-template <class T, class F>
-__global__ void reduce_cols_kernel(F f, const T* x, T* out, int64_t out_n, int64_t red_n, Strided<1> kept,
-                                   Strided<1> red, T identity, int64_t chunk) {
-  __shared__ T scratch[kColY][kColX];
+template <class In, class Out, class F, class Acc = compute_t<In>>
+__global__ void reduce_cols_kernel(F f, const In* x, Out* out, int64_t out_n, int64_t red_n, Strided<1> kept,
+                                   Strided<1> red, Acc identity, int64_t chunk) {
+  __shared__ Acc scratch[kColY][kColX];
   const int64_t begin = static_cast<int64_t>(blockIdx.y) * chunk, end = min(red_n, begin + chunk);
   for (int64_t o0 = static_cast<int64_t>(blockIdx.x) * kColX; o0 < out_n; o0 += static_cast<int64_t>(gridDim.x) * kColX) {
     const int64_t o = o0 + threadIdx.x;
-    T acc = identity;
+    Acc acc = identity;
     if (o < out_n) {
       int64_t base[1];
       kept.offsets(o, base);
-      for (int64_t r = begin + threadIdx.y; r < end; r += kColY) acc = f(acc, x[base[0] + reduced_offset(red, r)]);
+      for (int64_t r = begin + threadIdx.y; r < end; r += kColY) acc = f(acc, widen(x[base[0] + reduced_offset(red, r)]));
     }
     scratch[threadIdx.y][threadIdx.x] = acc;
     __syncthreads();
     if (threadIdx.y == 0 && o < out_n) {
       for (int y = 1; y < kColY; ++y) acc = f(acc, scratch[y][threadIdx.x]);
-      out[static_cast<int64_t>(blockIdx.y) * out_n + o] = acc;
+      out[static_cast<int64_t>(blockIdx.y) * out_n + o] = narrow<Out>(acc);
     }
     __syncthreads();
   }
@@ -157,10 +161,12 @@ void reduce(ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64
     fill<T>(out, out_n, reduce_identity<T>(op), stream);
     return;
   }
-  // Non-empty floating max/min start from -inf/+inf, as the cpu kernel.
-  const T identity = std::numeric_limits<T>::has_infinity && op != ReduceOp::kSum
-                         ? (op == ReduceOp::kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity())
-                         : reduce_identity<T>(op);
+  // Non-empty floating max/min start from -inf/+inf, as the cpu kernel; 16-bit types fold in float.
+  using Acc = compute_t<T>;
+  const Acc identity = std::numeric_limits<Acc>::has_infinity && op != ReduceOp::kSum
+                           ? (op == ReduceOp::kMax ? -std::numeric_limits<Acc>::infinity()
+                                                   : std::numeric_limits<Acc>::infinity())
+                           : static_cast<Acc>(reduce_identity<T>(op));
   const cpu::detail::ReduceGroups g = cpu::detail::group_axes(x_shape, axes);
   const size_t r = g.dims.size();
   if (r == 0 || (r == 1 && !g.reduced[0])) {  // nothing of extent > 1 is reduced: a copy
@@ -187,23 +193,25 @@ void reduce(ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64
   detail::with_reduce_fn(op, [&](auto f) {
     // Few outputs over long rows: the parts go to a stream-ordered scratch buffer (the pool
     // behind cudaMallocAsync reuses it without a device synchronization), then one more fold.
+    // The parts stay in Acc, so a 16-bit output rounds once.
     auto fold_parts = [&](int64_t parts, auto&& first_pass, auto&& second_pass) {
-      T* partial = nullptr;
-      detail::check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&partial), out_n * parts * sizeof(T), s), "reduce",
+      Acc* partial = nullptr;
+      detail::check_cuda(cudaMallocAsync(reinterpret_cast<void**>(&partial), out_n * parts * sizeof(Acc), s), "reduce",
                          "cudaMallocAsync of the partial results");
       first_pass(partial);
       second_pass(partial);
       detail::check_cuda(cudaFreeAsync(partial, s), "reduce", "cudaFreeAsync");
     };
     if (g.reduced.back()) {
-      auto rows = [&](const T* in, T* to, int64_t n, const auto& kept_space, const auto& red_space, int64_t parts) {
+      auto rows = [&]<class In, class Out>(const In* in, Out* to, int64_t n, const auto& kept_space,
+                                           const auto& red_space, int64_t parts) {
         if (parts == 1 && n <= detail::kWarpRowMax) {
           const int warps_per_block = detail::kThreads / 32;
           const unsigned blocks = static_cast<unsigned>(
               std::min<int64_t>((out_n + warps_per_block - 1) / warps_per_block, int64_t{1} << 20));
           const bool dense = red_space.ndim == 1 && red_space.strides[0][0] == 1 &&
                              (kept_space.ndim == 0 || (kept_space.ndim == 1 && kept_space.strides[0][0] == n)) &&
-                             n % detail::Pack<T>::kSize == 0 && detail::aligned_for_packs(in);
+                             n % detail::Pack<In>::kSize == 0 && detail::aligned_for_packs(in);
           if (dense)
             detail::reduce_dense_short_rows_kernel<<<blocks, detail::kThreads, 0, s>>>(f, in, to, out_n, n, identity);
           else
@@ -223,10 +231,11 @@ void reduce(ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64
       // Pass 2 folds each output's parts: rows of `parts` contiguous values.
       const auto part_rows = detail::make_strided<1>("reduce", {out_n}, {std::vector<int64_t>{parts}});
       const auto part_cols = detail::make_strided<1>("reduce", {parts}, {std::vector<int64_t>{1}});
-      fold_parts(parts, [&](T* partial) { rows(x, partial, red_n, kept, red, parts); },
-                 [&](T* partial) { rows(partial, out, parts, part_rows, part_cols, 1); });
+      fold_parts(parts, [&](Acc* partial) { rows(x, partial, red_n, kept, red, parts); },
+                 [&](Acc* partial) { rows(static_cast<const Acc*>(partial), out, parts, part_rows, part_cols, 1); });
     } else {
-      auto cols = [&](const T* in, T* to, int64_t n, const auto& kept_space, const auto& red_space, int64_t parts) {
+      auto cols = [&]<class In, class Out>(const In* in, Out* to, int64_t n, const auto& kept_space,
+                                           const auto& red_space, int64_t parts) {
         const int64_t chunk = (n + parts - 1) / parts;
         const dim3 threads(detail::kColX, detail::kColY), grid(detail::blocks_for(out_n, detail::kColX),
                                                                static_cast<unsigned>(parts));
@@ -239,8 +248,8 @@ void reduce(ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64
       // Pass 2 folds part p of output o, at p * out_n + o: columns again.
       const auto part_cols_kept = detail::make_strided<1>("reduce", {out_n}, {std::vector<int64_t>{1}});
       const auto part_red = detail::make_strided<1>("reduce", {parts}, {std::vector<int64_t>{out_n}});
-      fold_parts(parts, [&](T* partial) { cols(x, partial, red_n, kept, red, parts); },
-                 [&](T* partial) { cols(partial, out, parts, part_cols_kept, part_red, 1); });
+      fold_parts(parts, [&](Acc* partial) { cols(x, partial, red_n, kept, red, parts); },
+                 [&](Acc* partial) { cols(static_cast<const Acc*>(partial), out, parts, part_cols_kept, part_red, 1); });
     }
   });
 }

@@ -12,111 +12,113 @@ namespace spsd::kernel::cuda {
 
 namespace detail {
 
-// out[i] = exp(x[i] - mx) / sum, or (x[i] - mx) - log(sum exp(x - mx)) when log: the cpu's
-// softmax_row. Each thread touches the same indices in every pass, so out may be x.
-template <class T>
+// The kernels load T, compute in C = compute_t<T> (max, sums and exp in float for the 16-bit
+// types) and store each output once, rounded: the output pass recomputes exp(x - mx) from x
+// rather than rounding an intermediate into out (the value is the same for float and double).
+
+// out[i] = exp(x[i] - mx) * (1 / sum), or (x[i] - mx) - log(sum exp(x - mx)) when log: the cpu's
+// softmax_row. The passes only read x until the last, which reads x[i] and then writes out[i]
+// from the same thread, so out may be x.
+template <class T, class C = compute_t<T>>
 __global__ void softmax_rows_kernel(const T* x, T* out, int64_t rows, int64_t len, bool log_form) {
-  __shared__ T scratch[kThreads];
+  __shared__ C scratch[kThreads];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* xr = x + row * len;
     T* o = out + row * len;
-    T mx = -static_cast<T>(INFINITY);  // numeric_limits is host-only without relaxed constexpr
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) mx = MaxOf{}(mx, xr[i]);
+    C mx = -static_cast<C>(INFINITY);  // numeric_limits is host-only without relaxed constexpr
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) mx = MaxOf{}(mx, widen(xr[i]));
     mx = block_reduce(MaxOf{}, mx, scratch);
-    T sum = 0;
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
-      const T v = log_form ? xr[i] - mx : exp(xr[i] - mx);
-      o[i] = v;
-      sum += log_form ? exp(v) : v;
-    }
+    C sum = 0;
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) sum += exp(widen(xr[i]) - mx);
     sum = block_reduce(AddOf{}, sum, scratch);
-    if (log_form) {
-      const T lse = log(sum);
-      for (int64_t i = threadIdx.x; i < len; i += blockDim.x) o[i] -= lse;
-    } else {
-      const T inv = T(1) / sum;
-      for (int64_t i = threadIdx.x; i < len; i += blockDim.x) o[i] *= inv;
+    const C k = log_form ? log(sum) : C(1) / sum;
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+      const C v = widen(xr[i]) - mx;
+      o[i] = narrow<T>(log_form ? v - k : exp(v) * k);
     }
   }
 }
 
 // One thread per column (o, j) of the (outer, len, inner) view: the cpu's softmax_block, one
 // column at a time, in the same order along the axis.
-template <class T>
+template <class T, class C = compute_t<T>>
 __global__ void softmax_cols_kernel(const T* x, T* out, int64_t outer, int64_t len, int64_t inner, bool log_form) {
   for (int64_t c = thread_index(); c < outer * inner; c += thread_count()) {
     const int64_t o = c / inner, j = c - o * inner;
     const T* xc = x + o * len * inner + j;
     T* oc = out + o * len * inner + j;
-    T mx = xc[0];
-    for (int64_t r = 1; r < len; ++r) mx = MaxOf{}(mx, xc[r * inner]);
-    T sum = 0;
+    C mx = widen(xc[0]);
+    for (int64_t r = 1; r < len; ++r) mx = MaxOf{}(mx, widen(xc[r * inner]));
+    C sum = 0;
+    for (int64_t r = 0; r < len; ++r) sum += exp(widen(xc[r * inner]) - mx);
+    const C k = log_form ? log(sum) : C(1) / sum;
     for (int64_t r = 0; r < len; ++r) {
-      const T v = log_form ? xc[r * inner] - mx : exp(xc[r * inner] - mx);
-      oc[r * inner] = v;
-      sum += log_form ? exp(v) : v;
+      const C v = widen(xc[r * inner]) - mx;
+      oc[r * inner] = narrow<T>(log_form ? v - k : exp(v) * k);
     }
-    const T k = log_form ? log(sum) : T(1) / sum;
-    for (int64_t r = 0; r < len; ++r) oc[r * inner] = log_form ? oc[r * inner] - k : oc[r * inner] * k;
   }
 }
 
 // Backward, one block per row: dx = y (g - sum(g y)), or g - exp(y) sum(g) when log (the
 // cpu's softmax_backward_row): one block reduction, one write. dx may be g.
-template <class T>
+template <class T, class C = compute_t<T>>
 __global__ void softmax_backward_rows_kernel(const T* y, const T* g, T* dx, int64_t rows, int64_t len, bool log_form) {
-  __shared__ T scratch[kThreads];
+  __shared__ C scratch[kThreads];
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T *yr = y + row * len, *gr = g + row * len;
     T* o = dx + row * len;
-    T sum = 0;
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) sum += log_form ? gr[i] : gr[i] * yr[i];
+    C sum = 0;
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) sum += log_form ? widen(gr[i]) : widen(gr[i]) * widen(yr[i]);
     sum = block_reduce(AddOf{}, sum, scratch);
-    for (int64_t i = threadIdx.x; i < len; i += blockDim.x)
-      o[i] = log_form ? gr[i] - exp(yr[i]) * sum : yr[i] * (gr[i] - sum);
+    for (int64_t i = threadIdx.x; i < len; i += blockDim.x) {
+      const C yi = widen(yr[i]), gi = widen(gr[i]);
+      o[i] = narrow<T>(log_form ? gi - exp(yi) * sum : yi * (gi - sum));
+    }
   }
 }
 
 // Backward, one thread per column (o, j) of the (outer, len, inner) view.
-template <class T>
+template <class T, class C = compute_t<T>>
 __global__ void softmax_backward_cols_kernel(const T* y, const T* g, T* dx, int64_t outer, int64_t len, int64_t inner,
                                              bool log_form) {
   for (int64_t c = thread_index(); c < outer * inner; c += thread_count()) {
     const int64_t o = c / inner, j = c - o * inner, base = o * len * inner + j;
-    T sum = 0;
+    C sum = 0;
     for (int64_t r = 0; r < len; ++r) {
       const int64_t i = base + r * inner;
-      sum += log_form ? g[i] : g[i] * y[i];
+      sum += log_form ? widen(g[i]) : widen(g[i]) * widen(y[i]);
     }
     for (int64_t r = 0; r < len; ++r) {
       const int64_t i = base + r * inner;
-      dx[i] = log_form ? g[i] - exp(y[i]) * sum : y[i] * (g[i] - sum);
+      const C yi = widen(y[i]), gi = widen(g[i]);
+      dx[i] = narrow<T>(log_form ? gi - exp(yi) * sum : yi * (gi - sum));
     }
   }
 }
 
 // Cross-entropy backward, one block per row of (rows, classes): the cpu's
 // cross_entropy_backward (max, sum of exp, one write), g read on the device.
-template <class T>
+template <class T, class C = compute_t<T>>
 __global__ void cross_entropy_backward_kernel(const T* logits, const int64_t* labels, const T* g, int64_t rows,
                                               int64_t classes, int64_t total_rows, T* dx) {
-  __shared__ T scratch[kThreads];
-  const T scale = g[0] / static_cast<T>(total_rows);
+  __shared__ C scratch[kThreads];
+  const C scale = widen(g[0]) / static_cast<C>(total_rows);
   for (int64_t row = blockIdx.x; row < rows; row += gridDim.x) {
     const T* x = logits + row * classes;
     T* o = dx + row * classes;
     const int64_t label = labels[row];
     if (label < 0 || label >= classes) {  // uniform over the block: no barrier is skipped by some
-      for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) o[i] = 0;
+      for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) o[i] = narrow<T>(C(0));
       continue;
     }
-    T mx = -static_cast<T>(INFINITY);
-    for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) mx = MaxOf{}(mx, x[i]);
+    C mx = -static_cast<C>(INFINITY);
+    for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) mx = MaxOf{}(mx, widen(x[i]));
     mx = block_reduce(MaxOf{}, mx, scratch);
-    T sum = 0;
-    for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) sum += exp(x[i] - mx);
-    const T k = scale / block_reduce(AddOf{}, sum, scratch);
-    for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) o[i] = exp(x[i] - mx) * k - (i == label ? scale : T(0));
+    C sum = 0;
+    for (int64_t i = threadIdx.x; i < classes; i += blockDim.x) sum += exp(widen(x[i]) - mx);
+    const C k = scale / block_reduce(AddOf{}, sum, scratch);
+    for (int64_t i = threadIdx.x; i < classes; i += blockDim.x)
+      o[i] = narrow<T>(exp(widen(x[i]) - mx) * k - (i == label ? scale : C(0)));
   }
 }
 
@@ -142,7 +144,7 @@ AxisRows axis_rows(const char* name, const Shape& shape, int64_t axis) {
 
 }  // namespace detail
 
-template <std::floating_point T>
+template <FloatingElement T>
 void softmax(const T* x, const Shape& shape, int64_t axis, T* out, bool log, void* stream) {
   const char* name = log ? "log_softmax" : "softmax";
   const detail::AxisRows r = detail::axis_rows(name, shape, axis);
@@ -156,7 +158,7 @@ void softmax(const T* x, const Shape& shape, int64_t axis, T* out, bool log, voi
   detail::check_launch(name);
 }
 
-template <std::floating_point T>
+template <FloatingElement T>
 void softmax_backward(const T* y, const T* g, const Shape& shape, int64_t axis, T* dx, bool log, void* stream) {
   const char* name = log ? "log_softmax_grad" : "softmax_grad";
   const detail::AxisRows r = detail::axis_rows(name, shape, axis);
@@ -171,7 +173,7 @@ void softmax_backward(const T* y, const T* g, const Shape& shape, int64_t axis, 
   detail::check_launch(name);
 }
 
-template <std::floating_point T>
+template <FloatingElement T>
 void cross_entropy_backward(const T* logits, const int64_t* labels, const T* g, int64_t rows, int64_t classes,
                             int64_t total_rows, T* dx, void* stream) {
   if (rows == 0 || classes == 0) return;

@@ -16,7 +16,8 @@
 //   that an earlier event dependency should have produced, or writing too early, shows as wrong data.
 // - Collectives are matched in order within a group (kind, count, dtype, root must agree, else the
 //   process aborts with a message), sends and receives per peer in order (counts must agree, and
-//   every send must be received). Sum, max, min over int32, int64, float32, float64.
+//   every send must be received). Sum, max, min over int32, int64, float32, float64, and bfloat16
+//   and float16 (each combine in float, rounded once: core/half.hpp).
 // - Checked as NCCL requires (an error result naming the problem, via ncclGetLastError): every
 //   buffer is device memory of the communicator's device, the stream is on that device, calls
 //   come inside ncclGroupStart/End (spsd always groups), one communicator and stream per group.
@@ -43,6 +44,8 @@
 #include <string>
 #include <utility>
 #include <vector>
+
+#include <spsd/core/half.hpp>
 
 #include "fake_control.hpp"
 
@@ -107,6 +110,7 @@ ncclResult_t refuse(ncclResult_t result, std::string what) {
 
 size_t size_of(ncclDataType_t t) {
   switch (t) {
+    case ncclBfloat16: case ncclFloat16: return 2;
     case ncclInt32: case ncclFloat32: return 4;
     case ncclInt64: case ncclFloat64: return 8;
     default: return 0;  // not used by spsd: refused
@@ -124,6 +128,9 @@ void reduce_into(void* acc, const void* x, size_t n, ncclDataType_t t, ncclRedOp
     case ncclFloat64: return reduce_into(static_cast<double*>(acc), static_cast<const double*>(x), n, op);
     case ncclInt32: return reduce_into(static_cast<int32_t*>(acc), static_cast<const int32_t*>(x), n, op);
     case ncclInt64: return reduce_into(static_cast<int64_t*>(acc), static_cast<const int64_t*>(x), n, op);
+    case ncclBfloat16:
+      return reduce_into(static_cast<spsd::bfloat16*>(acc), static_cast<const spsd::bfloat16*>(x), n, op);
+    case ncclFloat16: return reduce_into(static_cast<spsd::float16*>(acc), static_cast<const spsd::float16*>(x), n, op);
     default: die("unexpected dtype");
   }
 }

@@ -1,8 +1,10 @@
 // gpu-kernels: every local CUDA kernel (include/spsd/kernel/cuda/) against its cpu counterpart
 // on random inputs: several shapes (empty, 0-d, odd sizes, broadcasts) and every dtype each
 // supports. Integers, copies, permutes, fills and max/min must match exactly; floating math
-// within per-op tolerances; a NaN fails unless the cpu has NaN at the same position. Exits 77
-// (meson: SKIP) where no CUDA device is usable.
+// within per-op tolerances; a NaN fails unless the cpu has NaN at the same position. The
+// bfloat16/float16 instances run against the float instance on the same (exactly widened)
+// inputs, rounded once: test_halves states each kernel's bound. Exits 77 (meson: SKIP) where no
+// CUDA device is usable.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -28,14 +30,18 @@
 #include "spsd/kernel/cpu/permute.hpp"
 #include "spsd/kernel/cpu/reduce.hpp"
 #include "spsd/kernel/cpu/softmax.hpp"
+#include "spsd/kernel/cuda/cast.hpp"
 #include "spsd/kernel/cuda/copy.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 #include "spsd/kernel/cuda/gemm.hpp"
 #include "spsd/kernel/cuda/index.hpp"
+#include "spsd/kernel/cuda/nonfinite.hpp"
+#include "spsd/kernel/cuda/optim.hpp"
 #include "spsd/kernel/cuda/permute.hpp"
 #include "spsd/kernel/cuda/random.hpp"
 #include "spsd/kernel/cuda/reduce.hpp"
 #include "spsd/kernel/cuda/softmax.hpp"
+#include "spsd/runtime/matmul_precision.hpp"
 #include "spsd/tensor/random.hpp"
 
 #include "../common/transposed.hpp"
@@ -182,14 +188,59 @@ double rtol_of() { return std::is_same_v<T, float> ? 1e-5 : 1e-12; }
 template <class T>
 double atol_of() { return std::is_same_v<T, float> ? 1e-6 : 1e-14; }
 
+// The shapes each kernel group runs, shared by its float/double/integer test and test_halves.
+const std::vector<std::pair<Shape, Shape>>& broadcast_pairs() {
+  static const std::vector<std::pair<Shape, Shape>> v = {
+    {{}, {}}, {{5}, {5}}, {{0}, {0}}, {{3, 0}, {0}}, {{4, 5}, {5}}, {{4, 5}, {4, 1}}, {{1, 5}, {4, 1}},
+    {{2, 3, 4}, {3, 1}}, {{7}, {}}, {{}, {7}}, {{2, 1, 3, 1, 5}, {4, 1, 6, 1}}, {{17, 33}, {17, 33}},
+    {{3, 1, 129}, {1, 65, 1}}};
+  return v;
+}
+
+const std::vector<std::pair<Shape, Axes>>& reduce_cases() {
+  static const std::vector<std::pair<Shape, Axes>> v = {
+    {{}, {}}, {{7}, {0}}, {{0}, {0}}, {{3, 0}, {1}}, {{0, 3}, {1}}, {{4, 5}, {0}}, {{4, 5}, {1}}, {{4, 5}, {0, 1}},
+    {{2, 3, 4}, {0, 2}}, {{2, 3, 4}, {1}}, {{5, 1, 7}, {1}}, {{3, 1000}, {1}}, {{1000, 3}, {0}},
+    {{2, 3, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 2}}, {{1025}, {0}}, {{64, 33, 17}, {0, 1}}, {{2, 3}, {}},
+    {{3, 100000}, {1}}, {{100000, 2}, {0}}, {{1 << 21}, {0}}, {{50000, 40}, {0}},  // these two split over blocks
+    {{600, 2048}, {1}}, {{600, 2049}, {1}}};  // the longest rows a warp folds; a block per row
+  return v;
+}
+
+const std::vector<std::pair<Shape, int64_t>>& softmax_cases() {
+  static const std::vector<std::pair<Shape, int64_t>> v = {
+    {{5}, 0}, {{0}, 0}, {{3, 0}, 1}, {{3, 0}, 0}, {{4, 7}, 1}, {{4, 7}, 0}, {{2, 3, 5}, 1}, {{2, 1000}, 1},
+    {{1000, 3}, 0}, {{3, 4097}, 1}, {{1, 1}, 1}};
+  return v;
+}
+
+const std::vector<std::pair<Shape, int64_t>>& softmax_backward_cases() {
+  static const std::vector<std::pair<Shape, int64_t>> v = {
+    {{5}, 0}, {{3, 0}, 1}, {{4, 7}, 1}, {{4, 7}, 0}, {{2, 3, 5}, 1}, {{2, 1000}, 1}, {{1000, 3}, 0}, {{3, 4097}, 1}};
+  return v;
+}
+
+const std::vector<std::pair<Shape, Axes>>& permute_cases() {
+  static const std::vector<std::pair<Shape, Axes>> v = {
+    {{}, {}}, {{5}, {0}}, {{0, 3}, {1, 0}}, {{4, 5}, {1, 0}}, {{4, 5}, {0, 1}}, {{2, 3, 4}, {0, 2, 1}},
+    {{2, 3, 4}, {2, 0, 1}}, {{2, 3, 4}, {1, 0, 2}}, {{33, 65}, {1, 0}}, {{3, 1, 5, 7}, {3, 2, 1, 0}},
+    {{2, 3, 4, 5}, {1, 3, 0, 2}}, {{70, 3, 40}, {2, 1, 0}}, {{5, 1}, {1, 0}}, {{300, 257}, {1, 0}}};
+  return v;
+}
+
+const std::vector<std::pair<Shape, Shape>>& matmul_cases() {
+  static const std::vector<std::pair<Shape, Shape>> v = {
+    {{2, 3}, {3, 4}}, {{0, 3}, {3, 4}}, {{2, 0}, {0, 4}}, {{5, 3}, {3, 0}}, {{4, 2, 3}, {3, 5}},
+    {{4, 2, 3}, {4, 3, 5}}, {{2, 3}, {4, 3, 5}}, {{2, 1, 3, 4}, {3, 4, 2}}, {{3, 1, 2, 3}, {1, 4, 3, 2}},
+    {{65, 33}, {33, 17}}, {{1, 1}, {1, 1}}, {{3, 17, 40}, {40, 19}}, {{128, 256}, {256, 64}}};
+  return v;
+}
+
 // ---- element-wise ----
 
 void test_elementwise() {
   const std::vector<int64_t> sizes = {0, 1, 7, 1000, 65537};
-  const std::vector<std::pair<Shape, Shape>> pairs = {
-      {{}, {}}, {{5}, {5}}, {{0}, {0}}, {{3, 0}, {0}}, {{4, 5}, {5}}, {{4, 5}, {4, 1}}, {{1, 5}, {4, 1}},
-      {{2, 3, 4}, {3, 1}}, {{7}, {}}, {{}, {7}}, {{2, 1, 3, 1, 5}, {4, 1, 6, 1}}, {{17, 33}, {17, 33}},
-      {{3, 1, 129}, {1, 65, 1}}};
+  const auto& pairs = broadcast_pairs();
   const cpu::UnaryOp unary_ops[] = {cpu::UnaryOp::kNeg, cpu::UnaryOp::kRelu, cpu::UnaryOp::kGelu,
                                     cpu::UnaryOp::kExp, cpu::UnaryOp::kLog, cpu::UnaryOp::kTanh,
                                     cpu::UnaryOp::kSigmoid, cpu::UnaryOp::kSqrt, cpu::UnaryOp::kAbs};
@@ -286,12 +337,7 @@ void test_elementwise() {
 // ---- reduce ----
 
 void test_reduce() {
-  const std::vector<std::pair<Shape, Axes>> cases = {
-      {{}, {}}, {{7}, {0}}, {{0}, {0}}, {{3, 0}, {1}}, {{0, 3}, {1}}, {{4, 5}, {0}}, {{4, 5}, {1}}, {{4, 5}, {0, 1}},
-      {{2, 3, 4}, {0, 2}}, {{2, 3, 4}, {1}}, {{5, 1, 7}, {1}}, {{3, 1000}, {1}}, {{1000, 3}, {0}},
-      {{2, 3, 4, 5}, {1, 3}}, {{2, 3, 4, 5}, {0, 2}}, {{1025}, {0}}, {{64, 33, 17}, {0, 1}}, {{2, 3}, {}},
-      {{3, 100000}, {1}}, {{100000, 2}, {0}}, {{1 << 21}, {0}}, {{50000, 40}, {0}},  // these two split over blocks
-      {{600, 2048}, {1}}, {{600, 2049}, {1}}};  // the longest rows a warp folds; a block per row
+  const auto& cases = reduce_cases();
   for_each_type([&]<class T>() {
     for (const auto& [shape, axes] : cases) {
       const std::vector<T> x = random_values<T>(shape.numel());
@@ -325,9 +371,7 @@ void test_reduce() {
 // ---- softmax ----
 
 void test_softmax() {
-  const std::vector<std::pair<Shape, int64_t>> cases = {
-      {{5}, 0}, {{0}, 0}, {{3, 0}, 1}, {{3, 0}, 0}, {{4, 7}, 1}, {{4, 7}, 0}, {{2, 3, 5}, 1}, {{2, 1000}, 1},
-      {{1000, 3}, 0}, {{3, 4097}, 1}, {{1, 1}, 1}};
+  const auto& cases = softmax_cases();
   auto run = [&]<class T>() {
     for (const auto& [shape, axis] : cases) {
       std::vector<T> x = random_values<T>(shape.numel(), -20, 20);
@@ -359,8 +403,7 @@ void test_softmax() {
 // Fused backward (softmax_backward, cross_entropy_backward) against the cpu kernels; y from the
 // cpu forward, so only the backward differs. Tolerance scaled by |g| (the row sum's terms).
 void test_softmax_backward() {
-  const std::vector<std::pair<Shape, int64_t>> cases = {
-      {{5}, 0}, {{3, 0}, 1}, {{4, 7}, 1}, {{4, 7}, 0}, {{2, 3, 5}, 1}, {{2, 1000}, 1}, {{1000, 3}, 0}, {{3, 4097}, 1}};
+  const auto& cases = softmax_backward_cases();
   auto run = [&]<class T>() {
     for (const auto& [shape, axis] : cases) {
       const std::vector<T> x = random_values<T>(shape.numel(), -5, 5), g = random_values<T>(shape.numel());
@@ -405,10 +448,7 @@ void test_softmax_backward() {
 // ---- permute, copy_region ----
 
 void test_permute() {
-  const std::vector<std::pair<Shape, Axes>> cases = {
-      {{}, {}}, {{5}, {0}}, {{0, 3}, {1, 0}}, {{4, 5}, {1, 0}}, {{4, 5}, {0, 1}}, {{2, 3, 4}, {0, 2, 1}},
-      {{2, 3, 4}, {2, 0, 1}}, {{2, 3, 4}, {1, 0, 2}}, {{33, 65}, {1, 0}}, {{3, 1, 5, 7}, {3, 2, 1, 0}},
-      {{2, 3, 4, 5}, {1, 3, 0, 2}}, {{70, 3, 40}, {2, 1, 0}}, {{5, 1}, {1, 0}}, {{300, 257}, {1, 0}}};
+  const auto& cases = permute_cases();
   struct Region {
     Shape src;
     Axes src_begin;
@@ -650,10 +690,7 @@ void test_backward_kernels() {
 
 
 void test_matmul() {
-  const std::vector<std::pair<Shape, Shape>> cases = {
-      {{2, 3}, {3, 4}}, {{0, 3}, {3, 4}}, {{2, 0}, {0, 4}}, {{5, 3}, {3, 0}}, {{4, 2, 3}, {3, 5}},
-      {{4, 2, 3}, {4, 3, 5}}, {{2, 3}, {4, 3, 5}}, {{2, 1, 3, 4}, {3, 4, 2}}, {{3, 1, 2, 3}, {1, 4, 3, 2}},
-      {{65, 33}, {33, 17}}, {{1, 1}, {1, 1}}, {{3, 17, 40}, {40, 19}}, {{128, 256}, {256, 64}}};
+  const auto& cases = matmul_cases();
   auto run = [&]<class T>(const std::string& label, double rtol) {
     for (const auto& [sa, sb] : cases) {
       std::vector<int64_t> od = cpu::detail::broadcast_shape("test", cpu::detail::batch_of(sa), cpu::detail::batch_of(sb)).dims();
@@ -688,10 +725,9 @@ void test_matmul() {
   run.template operator()<double>("float64", 1e-13);
   run.template operator()<int32_t>("int32", 0);
   run.template operator()<int64_t>("int64", 0);
-  const bool before = gpu::allow_tf32();
-  gpu::set_allow_tf32(true);
+  spsd::set_matmul_precision(spsd::MatmulPrecision::kHigh);  // TF32 tensor cores
   run.template operator()<float>("float32 tf32", 5e-3);
-  gpu::set_allow_tf32(before);
+  spsd::set_matmul_precision(spsd::MatmulPrecision::kHighest);
   Dev<float> tmp(20);
   expect_error("matmul inner mismatch", [&] { gpu::matmul<float>(tmp.ptr, Shape{2, 3}, tmp.ptr, Shape{4, 2}, tmp.ptr, Shape{2, 2}, g_stream); });
 }
@@ -744,6 +780,434 @@ void test_random() {
   run.template operator()<double>();
 }
 
+// ---- bfloat16 / float16 ----
+//
+// Each 16-bit instance against the float instance of the same kernel on the same inputs (16-bit
+// values, widened exactly), that result rounded once to the 16-bit type. Bounds, with e the
+// type's epsilon (2^-7 bfloat16, 2^-10 float16) times |result| (plus the least subnormal):
+// - moves, fills, max/min, embedding and pick, random fills, casts: bit-exact;
+// - element-wise maps, unary_grad, optimizer steps: 1 e (the same float expression rounded once:
+//   equal unless contraction differs right at a rounding boundary);
+// - sums (reduce, softmax and its backward, cross-entropy backward, matmul): 1 e plus 1e-5 times
+//   the sum of |terms| (float accumulation in another order: packs of 8 instead of 4, tensor cores).
+
+template <class H>
+std::vector<H> narrowed(const std::vector<float>& v) {
+  std::vector<H> r(v.size());
+  std::transform(v.begin(), v.end(), r.begin(), [](float x) { return H(x); });
+  return r;
+}
+template <class H>
+std::vector<float> widened(const std::vector<H>& v) {
+  return std::vector<float>(v.begin(), v.end());
+}
+// Random float values that are exactly 16-bit values.
+template <class H>
+std::vector<float> random_halves(int64_t n, double lo = -3, double hi = 3) {
+  return widened(narrowed<H>(random_values<float>(n, lo, hi)));
+}
+
+template <class T>
+bool same_bits(T a, T b) {
+  return std::memcmp(&a, &b, sizeof(T)) == 0;
+}
+
+// got against want (the float kernel's result) rounded once to H, within the bound above:
+// ulps * e * |want| (0: bit-exact, NaN only against NaN) plus sum_tol * scale[i].
+template <class H>
+void compare_rounded(const std::string& what, const std::vector<H>& got, const std::vector<float>& want,
+                     double ulps = 0, double sum_tol = 0, const std::vector<float>& scale = {}) {
+  ++g_group.cases;
+  if (got.size() != want.size()) return fail(what + ": size " + std::to_string(got.size()) + " vs " + std::to_string(want.size()));
+  const double e = static_cast<float>(std::numeric_limits<H>::epsilon());
+  const double tiny = static_cast<float>(std::numeric_limits<H>::denorm_min());
+  for (size_t i = 0; i < got.size(); ++i) {
+    const H w(want[i]);
+    const double g = static_cast<float>(got[i]), wd = static_cast<float>(w);
+    bool ok;
+    if (std::isnan(g) || std::isnan(wd)) ok = std::isnan(g) && std::isnan(wd);
+    else if (ulps == 0 && sum_tol == 0) ok = same_bits(got[i], w);
+    else if (std::isinf(wd)) ok = g == wd;
+    else ok = std::abs(g - wd) <= ulps * (e * std::abs(wd) + tiny) + sum_tol * (scale.empty() ? 0.0 : scale[i]);
+    if (!ok) return fail(what + ": at " + std::to_string(i) + " gpu " + show(g) + ", float kernel rounded " + show(wd));
+  }
+}
+
+// Runs the H instance and the float instance of one kernel: run(ptrs...) with Dev<H> or Dev<float>.
+template <class H>
+struct Pair {
+  Dev<H> h;
+  Dev<float> f;
+  explicit Pair(const std::vector<float>& v) : h(narrowed<H>(v)), f(v) {}
+  explicit Pair(int64_t n) : h(n), f(n) {}
+};
+
+template <class H>
+void halves_elementwise() {
+  const std::string t = tname<H>();
+  const cpu::UnaryOp unary_ops[] = {cpu::UnaryOp::kNeg, cpu::UnaryOp::kRelu, cpu::UnaryOp::kGelu,
+                                    cpu::UnaryOp::kExp, cpu::UnaryOp::kLog, cpu::UnaryOp::kTanh,
+                                    cpu::UnaryOp::kSigmoid, cpu::UnaryOp::kSqrt, cpu::UnaryOp::kAbs};
+  const cpu::BinaryOp binary_ops[] = {cpu::BinaryOp::kAdd, cpu::BinaryOp::kSub, cpu::BinaryOp::kMul,
+                                      cpu::BinaryOp::kDiv, cpu::BinaryOp::kMax, cpu::BinaryOp::kMin};
+  for (int64_t n : {0, 1, 7, 1000, 65537}) {
+    std::vector<float> x = random_halves<H>(n);
+    for (float& v : x)
+      if (v == 0) v = 1;
+    const Pair<H> in(x);
+    for (cpu::UnaryOp op : unary_ops) {
+      Pair<H> out(n);
+      gpu::unary<H>(op, in.h.ptr, out.h.ptr, n, g_stream);
+      gpu::unary<float>(op, in.f.ptr, out.f.ptr, n, g_stream);
+      compare_rounded("unary " + std::string(to_string(op)) + " " + t + " n=" + std::to_string(n), out.h.get(),
+                      out.f.get(), 1);
+      Pair<H> grad(n), g(random_halves<H>(n));
+      gpu::unary_grad<H>(op, in.h.ptr, g.h.ptr, grad.h.ptr, n, g_stream);
+      gpu::unary_grad<float>(op, in.f.ptr, g.f.ptr, grad.f.ptr, n, g_stream);
+      compare_rounded(std::string(to_string(op)) + "_grad " + t + " n=" + std::to_string(n), grad.h.get(),
+                      grad.f.get(), 1);
+    }
+    Pair<H> out(n);
+    gpu::fill<H>(out.h.ptr, n, H(3.0f), g_stream);
+    compare_rounded("fill " + t, out.h.get(), std::vector<float>(n, 3.0f));
+    Pair<H> scaled(x);
+    const H factor(0.37f);  // the kernel multiplies by the 16-bit factor, widened
+    gpu::scale<H>(scaled.h.ptr, n, factor, g_stream);
+    gpu::scale<float>(scaled.f.ptr, n, static_cast<float>(factor), g_stream);
+    compare_rounded("scale " + t, scaled.h.get(), scaled.f.get(), 1);
+    for (cpu::BinaryOp op : binary_ops)
+      for (bool first : {false, true}) {
+        gpu::binary_scalar<H>(op, in.h.ptr, H(-1.75f), out.h.ptr, n, first, g_stream);
+        gpu::binary_scalar<float>(op, in.f.ptr, -1.75f, out.f.ptr, n, first, g_stream);
+        compare_rounded("binary_scalar " + std::string(to_string(op)) + (first ? " (scalar first) " : " ") + t,
+                        out.h.get(), out.f.get(), 1);
+      }
+  }
+  for (const auto& [sa, sb] : broadcast_pairs()) {
+    const Shape so = cpu::detail::broadcast_shape("test", sa, sb);
+    const Pair<H> a(random_halves<H>(sa.numel())), b(random_halves<H>(sb.numel()));
+    for (cpu::BinaryOp op : binary_ops) {
+      Pair<H> out(so.numel());
+      gpu::binary<H>(op, a.h.ptr, sa, b.h.ptr, sb, out.h.ptr, so, g_stream);
+      gpu::binary<float>(op, a.f.ptr, sa, b.f.ptr, sb, out.f.ptr, so, g_stream);
+      compare_rounded(std::string(to_string(op)) + " " + t + " " + sa.to_string() + " x " + sb.to_string(),
+                      out.h.get(), out.f.get(), 1);
+    }
+    Pair<H> mask(sa.numel());
+    gpu::equal_mask<H>(a.h.ptr, sa, a.h.ptr, sa, mask.h.ptr, sa, g_stream);
+    compare_rounded("mask_eq " + t + " " + sa.to_string(), mask.h.get(), std::vector<float>(sa.numel(), 1.0f));
+  }
+  // The pack kernels (8 halves per 16 bytes) where all operands are aligned, the element kernels where not.
+  const int64_t n = 1031, pad = 9;
+  const Pair<H> a(random_halves<H>(n + pad)), b(random_halves<H>(n + pad));
+  for (auto [oa, ob, oo] : {std::array<int64_t, 3>{0, 0, 0}, {8, 8, 8}, {1, 1, 1}, {0, 8, 1}}) {
+    Pair<H> out(n + pad);
+    gpu::binary<H>(cpu::BinaryOp::kMul, a.h.ptr + oa, Shape{n}, b.h.ptr + ob, Shape{n}, out.h.ptr + oo, Shape{n}, g_stream);
+    gpu::binary<float>(cpu::BinaryOp::kMul, a.f.ptr + oa, Shape{n}, b.f.ptr + ob, Shape{n}, out.f.ptr + oo, Shape{n},
+                       g_stream);
+    const std::vector<H> gh = out.h.get();
+    const std::vector<float> gf = out.f.get();
+    compare_rounded("flat mul " + t + " at offsets " + std::to_string(oa) + "/" + std::to_string(ob) + "/" +
+                        std::to_string(oo),
+                    std::vector<H>(gh.begin() + oo, gh.begin() + oo + n),
+                    std::vector<float>(gf.begin() + oo, gf.begin() + oo + n), 1);
+  }
+}
+
+template <class H>
+void halves_reductions() {
+  const std::string t = tname<H>();
+  for (const auto& [shape, axes] : reduce_cases()) {
+    const std::vector<float> x = random_halves<H>(shape.numel());
+    std::vector<float> ax(x.size());
+    std::transform(x.begin(), x.end(), ax.begin(), [](float v) { return std::abs(v); });
+    int64_t out_n = 1;
+    for (int64_t d = 0; d < shape.ndim(); ++d)
+      if (std::find(axes.begin(), axes.end(), d) == axes.end()) out_n *= shape[d];
+    const Pair<H> in(x);
+    const Dev<float> dax(ax);
+    Dev<float> abs_sum(out_n);
+    gpu::reduce<float>(ReduceOp::kSum, dax.ptr, shape, axes, abs_sum.ptr, g_stream);
+    for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+      Pair<H> out(out_n);
+      gpu::reduce<H>(op, in.h.ptr, shape, axes, out.h.ptr, g_stream);
+      gpu::reduce<float>(op, in.f.ptr, shape, axes, out.f.ptr, g_stream);
+      const std::string what = "reduce " + std::string(to_string(op)) + " " + t + " " + shape.to_string();
+      if (op == ReduceOp::kSum) compare_rounded(what, out.h.get(), out.f.get(), 1, 1e-5, abs_sum.get());
+      else compare_rounded(what, out.h.get(), out.f.get());
+    }
+  }
+  for (const auto& [shape, axis] : softmax_cases()) {
+    const Pair<H> in(random_halves<H>(shape.numel(), -20, 20));
+    for (bool log : {false, true}) {
+      Pair<H> out(shape.numel());
+      gpu::softmax<H>(in.h.ptr, shape, axis, out.h.ptr, log, g_stream);
+      gpu::softmax<float>(in.f.ptr, shape, axis, out.f.ptr, log, g_stream);
+      // log_softmax: (x - max) - lse, lse up to ~log(len) + 20: an e of it, absolute.
+      const std::vector<float> lse_scale(shape.numel(), log ? 30.0f : 0.0f);
+      compare_rounded(std::string(log ? "log_softmax " : "softmax ") + t + " " + shape.to_string(), out.h.get(),
+                      out.f.get(), 1, 1e-5, lse_scale);
+      Pair<H> g(random_halves<H>(shape.numel())), dx(shape.numel());
+      gpu::softmax_backward<H>(out.h.ptr, g.h.ptr, shape, axis, dx.h.ptr, log, g_stream);
+      const std::vector<float> y16 = widened(out.h.get());  // the float kernel sees the same (rounded) y
+      const Dev<float> yf(y16);
+      gpu::softmax_backward<float>(yf.ptr, g.f.ptr, shape, axis, dx.f.ptr, log, g_stream);
+      const int64_t len = shape.ndim() ? std::max<int64_t>(shape[axis], 1) : 1;
+      compare_rounded(std::string(log ? "log_softmax_backward " : "softmax_backward ") + t + " " + shape.to_string(),
+                      dx.h.get(), dx.f.get(), 1, 1e-5, std::vector<float>(shape.numel(), 3.0f * len));
+    }
+  }
+  for (const auto& [rows, classes] : std::vector<std::pair<int64_t, int64_t>>{{4, 5}, {3, 1}, {64, 1000}}) {
+    const Pair<H> logits(random_halves<H>(rows * classes, -20, 20)), g(std::vector<float>{-1.5f});
+    std::vector<int64_t> labels(rows);
+    for (int64_t r = 0; r < rows; ++r) labels[r] = r == 1 ? classes : (r * 7) % classes;
+    const Dev<int64_t> dl(labels);
+    Pair<H> dx(rows * classes);
+    gpu::cross_entropy_backward<H>(logits.h.ptr, dl.ptr, g.h.ptr, rows, classes, rows + 2, dx.h.ptr, g_stream);
+    gpu::cross_entropy_backward<float>(logits.f.ptr, dl.ptr, g.f.ptr, rows, classes, rows + 2, dx.f.ptr, g_stream);
+    compare_rounded("cross_entropy_backward " + t + " " + std::to_string(rows) + "x" + std::to_string(classes),
+                    dx.h.get(), dx.f.get(), 1, 1e-5, std::vector<float>(rows * classes, 1.5f));
+  }
+}
+
+template <class H>
+void halves_moves() {
+  const std::string t = tname<H>();
+  for (const auto& [shape, perm] : permute_cases()) {
+    const Pair<H> in(random_halves<H>(shape.numel()));
+    Pair<H> out(shape.numel());
+    gpu::permute<H>(in.h.ptr, shape, perm, out.h.ptr, g_stream);
+    gpu::permute<float>(in.f.ptr, shape, perm, out.f.ptr, g_stream);
+    compare_rounded("permute " + t + " " + shape.to_string(), out.h.get(), out.f.get());
+  }
+  for (int64_t dim : {1, 7}) {
+    const int64_t n = 40, rows = 5, row_begin = 3, vocab = 10;
+    std::vector<int64_t> idx(n);
+    for (int64_t& i : idx) i = static_cast<int64_t>(g_rng() % 14) - 2;
+    const Dev<int64_t> di(idx);
+    const Pair<H> w(random_halves<H>(rows * dim));
+    Pair<H> out(n * dim);
+    gpu::embedding<H>(w.h.ptr, row_begin, rows, dim, di.ptr, n, out.h.ptr, g_stream);
+    gpu::embedding<float>(w.f.ptr, row_begin, rows, dim, di.ptr, n, out.f.ptr, g_stream);
+    gpu::mark_out_of_range<H>(di.ptr, n, vocab, dim, out.h.ptr, g_stream);
+    gpu::mark_out_of_range<float>(di.ptr, n, vocab, dim, out.f.ptr, g_stream);
+    compare_rounded("embedding " + t + " dim=" + std::to_string(dim), out.h.get(), out.f.get());
+    std::vector<float> g(n * dim);
+    for (float& v : g) v = static_cast<float>(static_cast<int>(g_rng() % 9) - 4);  // exact sums in any order
+    const Pair<H> dg(g);
+    Pair<H> grad(rows * dim);
+    gpu::embedding_grad<H>(dg.h.ptr, di.ptr, n, row_begin, rows, dim, grad.h.ptr, g_stream);
+    gpu::embedding_grad<float>(dg.f.ptr, di.ptr, n, row_begin, rows, dim, grad.f.ptr, g_stream);
+    compare_rounded("embedding_grad " + t + " dim=" + std::to_string(dim), grad.h.get(), grad.f.get());
+    const Pair<H> x(random_halves<H>(n * dim));
+    Pair<H> picked(n), pg(n * dim);
+    gpu::pick<H>(x.h.ptr, n, 2, dim, di.ptr, picked.h.ptr, g_stream);
+    gpu::pick<float>(x.f.ptr, n, 2, dim, di.ptr, picked.f.ptr, g_stream);
+    compare_rounded("pick " + t, picked.h.get(), picked.f.get());
+    gpu::pick_grad<H>(x.h.ptr, di.ptr, n, dim, pg.h.ptr, g_stream);
+    gpu::pick_grad<float>(x.f.ptr, di.ptr, n, dim, pg.f.ptr, g_stream);
+    compare_rounded("pick_grad " + t, pg.h.get(), pg.f.get());
+  }
+  for (ReduceOp op : {ReduceOp::kSum, ReduceOp::kMax, ReduceOp::kMin}) {
+    Dev<H> out(33);
+    gpu::fill_identity(out.ptr, 33, spsd::dtype_of<H>, op, g_stream);
+    compare_rounded("fill_identity " + t, out.get(), std::vector<float>(33, static_cast<float>(spsd::reduce_identity<H>(op))));
+  }
+  std::vector<float> x = random_halves<H>(1000, 1, 3);
+  x[700] = 0;
+  const Dev<H> dx(narrowed<H>(x));
+  ++g_group.cases;
+  if (gpu::first_zero(dx.ptr, 1000, spsd::dtype_of<H>, g_stream) != 700) fail("first_zero " + t);
+  // rand/randn: the float value of the same counter, rounded once, bit for bit.
+  const Shape global{300, 70};
+  const Box box{{10, 3}, {290, 70}};
+  for (bool normal : {false, true}) {
+    Pair<H> out(box.numel());
+    if (normal) {
+      gpu::fill_normal<H>(out.h.ptr, box, global, 99, g_stream);
+      gpu::fill_normal<float>(out.f.ptr, box, global, 99, g_stream);
+    } else {
+      gpu::fill_uniform<H>(out.h.ptr, box, global, 99, g_stream);
+      gpu::fill_uniform<float>(out.f.ptr, box, global, 99, g_stream);
+    }
+    compare_rounded(std::string(normal ? "fill_normal " : "fill_uniform ") + t + " (bit-exact)", out.h.get(),
+                    out.f.get());
+  }
+}
+
+template <class H>
+void halves_matmul() {
+  const std::string t = tname<H>();
+  for (const auto& [sa, sb] : matmul_cases()) {
+    std::vector<int64_t> od = cpu::detail::broadcast_shape("test", cpu::detail::batch_of(sa), cpu::detail::batch_of(sb)).dims();
+    od.insert(od.end(), {sa[sa.ndim() - 2], sb[sb.ndim() - 1]});
+    const Shape so(od);
+    const std::vector<float> a = random_halves<H>(sa.numel()), b = random_halves<H>(sb.numel());
+    std::vector<float> aa(a.size()), ab(b.size()), scale(so.numel());
+    std::transform(a.begin(), a.end(), aa.begin(), [](float v) { return std::abs(v); });
+    std::transform(b.begin(), b.end(), ab.begin(), [](float v) { return std::abs(v); });
+    cpu::matmul<float>(aa.data(), sa, ab.data(), sb, scale.data(), so);
+    for (const bool ta : {false, true})
+      for (const bool tb : {false, true}) {
+        const Pair<H> da(ta ? transposed_copy(a, sa) : a), db(tb ? transposed_copy(b, sb) : b);
+        const Shape ha = ta ? swap_last_two(sa) : sa, hb = tb ? swap_last_two(sb) : sb;
+        Pair<H> out(so.numel());
+        gpu::matmul<H>(da.h.ptr, ha, db.h.ptr, hb, out.h.ptr, so, ta, tb, g_stream);
+        gpu::matmul<float>(da.f.ptr, ha, db.f.ptr, hb, out.f.ptr, so, ta, tb, g_stream);  // kHighest: exact float32
+        compare_rounded("matmul " + t + " " + sa.to_string() + (ta ? "^T" : "") + " x " + sb.to_string() +
+                            (tb ? "^T" : ""),
+                        out.h.get(), out.f.get(), 1, 1e-5, scale);
+      }
+  }
+}
+
+template <class H>
+void halves_optim() {
+  const std::string t = tname<H>();
+  const int64_t n = 1003;
+  const std::vector<float> p0 = random_halves<H>(n), g0 = random_halves<H>(n), m0 = random_halves<H>(n, -0.1, 0.1),
+                           v0 = random_halves<H>(n, 0, 0.1);
+  for (auto [momentum, decay, nesterov] : {std::tuple{false, false, false}, {true, true, false}, {true, false, true}}) {
+    const cpu::SgdStep<float> s{0.01f, 0.9f, 0.1f, momentum, decay, nesterov};
+    Pair<H> p(p0), buf(m0);
+    const Pair<H> g(g0);
+    gpu::sgd_step<H>(p.h.ptr, g.h.ptr, buf.h.ptr, n, s, g_stream);
+    gpu::sgd_step<float>(p.f.ptr, g.f.ptr, buf.f.ptr, n, s, g_stream);
+    const std::string what = "sgd_step " + t + (momentum ? " momentum" : "") + (nesterov ? " nesterov" : "");
+    compare_rounded(what + " p", p.h.get(), p.f.get(), 1);
+    compare_rounded(what + " buf", buf.h.get(), buf.f.get(), 1);
+  }
+  for (auto [l2, decoupled] : {std::pair{false, false}, {true, false}, {false, true}}) {
+    const cpu::AdamStep<float> s{0.9f, 0.1f, 0.999f, 0.001f, 1e-3f, 1e-8f, 0.01f, 0.9999f, l2, decoupled};
+    Pair<H> p(p0), m(m0), v(v0);
+    const Pair<H> g(g0);
+    gpu::adam_step<H>(p.h.ptr, g.h.ptr, m.h.ptr, v.h.ptr, n, s, g_stream);
+    gpu::adam_step<float>(p.f.ptr, g.f.ptr, m.f.ptr, v.f.ptr, n, s, g_stream);
+    const std::string what = std::string("adam_step ") + t + (l2 ? " l2" : "") + (decoupled ? " decoupled" : "");
+    compare_rounded(what + " p", p.h.get(), p.f.get(), 1);
+    compare_rounded(what + " m", m.h.get(), m.f.get(), 1);
+    compare_rounded(what + " v", v.h.get(), v.f.get(), 1);
+  }
+}
+
+void test_halves() {
+  const auto both = [](auto body) {
+    body.template operator()<spsd::bfloat16>();
+    body.template operator()<spsd::float16>();
+  };
+  both([]<class H>() { halves_elementwise<H>(); });
+  both([]<class H>() { halves_reductions<H>(); });
+  both([]<class H>() { halves_moves<H>(); });
+  both([]<class H>() { halves_matmul<H>(); });
+  both([]<class H>() { halves_optim<H>(); });
+}
+
+// ---- cast and note_nonfinite ----
+
+template <class F>
+void for_every_type(F f) {
+  for_each_type(f);
+  f.template operator()<spsd::bfloat16>();
+  f.template operator()<spsd::float16>();
+}
+
+// The host conversion cast promises: through float when either side is 16-bit, else static_cast.
+template <class From, class To>
+To host_convert(From x) {
+  if constexpr (spsd::is_half_v<From> || spsd::is_half_v<To>) return static_cast<To>(static_cast<float>(x));
+  else return static_cast<To>(x);
+}
+
+// Values of From for a cast to To: in To's range when To is an integer (out of range is undefined
+// in C++); with ties, subnormals, overflow, infinities and NaN when To is floating.
+template <class From, class To>
+std::vector<From> cast_inputs() {
+  std::vector<double> v = {0.0, -0.0, 0.5, -1.5, 2.5, 1.0, -7.0, 100.75, 1000.0, 65504.0, 60000.0};
+  for (int i = 0; i < 500; ++i) v.push_back(std::uniform_real_distribution<double>(-30000, 30000)(g_rng));
+  if constexpr (std::is_floating_point_v<spsd::compute_t<To>>) {
+    const double inf = std::numeric_limits<double>::infinity();
+    v.insert(v.end(), {1.0 + 1.0 / 256, 1.0 + 3.0 / 256, 1.0 + 1.0 / 2048, 1.0 + 3.0 / 2048, 65520.0, 70000.0, 1e-40,
+                       3e-8, 1e-7, 3.4e38, 1e300, inf, -inf, std::numeric_limits<double>::quiet_NaN()});
+    for (int i = 0; i < 500; ++i) v.push_back(std::ldexp(std::uniform_real_distribution<double>(-1, 1)(g_rng), static_cast<int>(g_rng() % 80) - 40));
+  }
+  std::vector<From> r;
+  for (double d : v) {
+    if constexpr (std::is_integral_v<From>) {
+      r.push_back(static_cast<From>(std::isfinite(d) && std::abs(d) < 2e9 ? d : 0));
+    } else {
+      const From x = host_convert<double, From>(d);
+      const double w = static_cast<double>(spsd::compute_t<From>(x));
+      if (std::is_integral_v<To> && !(std::abs(w) < 2e9)) continue;  // inf/NaN from rounding: not for integers
+      r.push_back(x);
+    }
+  }
+  return r;
+}
+
+void test_cast() {
+  for_every_type([&]<class From>() {
+    for_every_type([&]<class To>() {
+      const std::vector<From> x = cast_inputs<From, To>();
+      const int64_t n = static_cast<int64_t>(x.size());
+      std::vector<To> want(n);
+      std::transform(x.begin(), x.end(), want.begin(), host_convert<From, To>);
+      const Dev<From> dx(x);
+      for (int64_t offset : {0, 1}) {  // the vector path and the element path
+        Dev<To> out(n);
+        gpu::cast<From, To>(dx.ptr + offset, out.ptr + offset, n - offset, g_stream);
+        const std::vector<To> got = out.get();
+        ++g_group.cases;
+        for (int64_t i = offset; i < n; ++i) {
+          bool ok = same_bits(got[i], want[i]);
+          if constexpr (std::is_floating_point_v<spsd::compute_t<To>>) {  // NaN payloads may differ
+            using C = spsd::compute_t<To>;
+            ok = ok || (std::isnan(static_cast<C>(got[i])) && std::isnan(static_cast<C>(want[i])));
+          }
+          if (!ok) {
+            fail("cast " + tname<From>() + " -> " + tname<To>() + " offset " + std::to_string(offset) + ": at " +
+                 std::to_string(i) + " gpu " + show(got[i]) + ", host " + show(want[i]));
+            break;
+          }
+        }
+      }
+    });
+  });
+}
+
+void test_note_nonfinite() {
+  const auto run = [&]<class T>() {
+    using C = spsd::compute_t<T>;
+    for (int64_t n : {0, 1, 9, 1000, 100003}) {
+      for (int64_t at : {int64_t{-1}, int64_t{0}, n / 2, n - 1}) {
+        for (C bad : {std::numeric_limits<C>::infinity(), -std::numeric_limits<C>::infinity(),
+                      std::numeric_limits<C>::quiet_NaN()}) {
+          if (at >= n || (at < 0 && bad != std::numeric_limits<C>::infinity())) continue;  // clean: once per n
+          std::vector<T> x(n, T(static_cast<C>(std::numeric_limits<T>::max())));  // large, finite
+          if (at >= 0) x[at] = T(bad);
+          const Dev<T> dx(x);
+          for (int64_t offset : {0, 1}) {  // packs, then unaligned
+            if (offset > n) continue;
+            const bool expect = at >= offset;
+            for (float before : {0.0f, 1.0f}) {
+              const Dev<float> flag(std::vector<float>{before});
+              gpu::note_nonfinite<T>(dx.ptr + offset, n - offset, flag.ptr, g_stream);
+              const float got = flag.get()[0];
+              ++g_group.cases;
+              if (got != (expect ? 1.0f : before))
+                fail("note_nonfinite " + tname<T>() + " n=" + std::to_string(n) + " bad at " + std::to_string(at) +
+                     " offset " + std::to_string(offset) + ": flag " + show(got) + " (was " + show(before) + ")");
+            }
+          }
+        }
+      }
+    }
+  };
+  run.template operator()<float>();
+  run.template operator()<double>();
+  run.template operator()<spsd::bfloat16>();
+  run.template operator()<spsd::float16>();
+}
+
 }  // namespace
 
 int main() {
@@ -765,6 +1229,9 @@ int main() {
   group("backward kernels", test_backward_kernels);
   group("matmul", test_matmul);
   group("random", test_random);
+  group("bfloat16/float16 against float", test_halves);
+  group("cast", test_cast);
+  group("note_nonfinite", test_note_nonfinite);
   cudaStreamDestroy(g_stream);
   std::cout << (g_total.failures ? "FAIL: " : "PASS: ") << g_total.cases << " cases, " << g_total.failures
             << " failures\n";

@@ -2,8 +2,10 @@
 // Element-wise CUDA kernels: the device counterparts of kernel/cpu/elementwise.hpp (same ops,
 // enums, broadcasting and integer wrapping), plus fill and scale. Host-callable plain C++:
 // `stream` is a cudaStream_t; every call only enqueues work on it (asynchronous), and every
-// pointer is device memory. Defined for float, double, int32_t and int64_t in
-// cuda/kernel/elementwise.cu. CUDA or launch failures throw spsd::Error naming the kernel.
+// pointer is device memory. Defined for float, double, bfloat16, float16, int32_t and int64_t in
+// cuda/kernel/elementwise.cu; the 16-bit types compute in float and round once per output
+// element (scalars s and factors widen exactly to float). CUDA or launch failures throw
+// spsd::Error naming the kernel.
 #include <cstdint>
 
 #include "spsd/core/dtype.hpp"
@@ -39,7 +41,7 @@ template <Element T>
 void equal_mask(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out, const Shape& out_shape,
                 void* stream);
 
-// out[i] = f'(saved[i]) * g[i], f = op (kernel/derivative.hpp); float and double.
+// out[i] = f'(saved[i]) * g[i], f = op (kernel/derivative.hpp); floating types only.
 template <Element T>
 void unary_grad(UnaryOp op, const T* saved, const T* g, T* out, int64_t n, void* stream);
 

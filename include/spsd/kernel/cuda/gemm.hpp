@@ -1,9 +1,15 @@
 #pragma once
 // matmul on one rank's device pieces: (..., m, k) x (..., k, n) -> (..., m, n), batch dims
-// broadcast, as kernel/cpu/gemm.hpp. float/double go to cuBLAS (strided-batched gemm, one
+// broadcast, as kernel/cpu/gemm.hpp. Floating types go to cuBLAS (strided-batched GemmEx, one
 // handle per thread and device, created on first use: simulated ranks are threads); integers
-// use a tiled kernel that wraps like integer add. Defined for float, double, int32_t and
-// int64_t in cuda/kernel/gemm.cu.
+// use a tiled kernel that wraps like integer add. Defined for every element type in
+// cuda/kernel/gemm.cu.
+//
+// Accumulation: bfloat16 and float16 products accumulate in float (CUBLAS_COMPUTE_32F on tensor
+// cores, split-k partials in float too) and round once per output. float32 is exact float32 at
+// MatmulPrecision::kHighest (the default) and uses TF32 tensor cores at kHigh (inputs rounded to
+// 10 mantissa bits, float accumulation: about 1e-3 relative error), read at every call
+// (runtime/matmul_precision.hpp). double is double.
 #include <cstdint>
 
 #include "spsd/core/dtype.hpp"
@@ -22,11 +28,5 @@ void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, 
             void* stream) {
   matmul<T>(a, a_shape, b, b_shape, out, out_shape, false, false, stream);
 }
-
-// Whether float matmul may use TF32 tensor cores (10-bit mantissa inputs, ~1e-3 relative
-// error, much faster). Off by default (FP32 math, like the cpu); the environment variable
-// SPSD_ALLOW_TF32=1 turns it on at start-up. Process-wide; read at every matmul.
-void set_allow_tf32(bool allow);
-bool allow_tf32();
 
 }  // namespace spsd::kernel::cuda

@@ -2,7 +2,7 @@
 // Index kernels for vocabulary/class-parallel layers on the device: kernel/cpu/index.hpp's
 // embedding and pick (zeros for rows/classes this rank does not hold, so pieces sum to the
 // answer), plus the NaN marking that op/index.hpp applies on the rank holding row/class 0.
-// Defined for float, double, int32_t and int64_t in cuda/kernel/index.cu; indices, labels,
+// Defined for every element type in cuda/kernel/index.cu; indices, labels,
 // weight, x and out are all device memory.
 #include <cstdint>
 

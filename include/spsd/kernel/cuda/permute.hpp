@@ -1,7 +1,7 @@
 #pragma once
 // Data movement between dense device layouts: permute (axis transposition) and copy_region (a
 // box of one tensor into a box of another), as kernel/cpu/permute.hpp with a trailing
-// cudaStream_t. Defined for float, double, int32_t and int64_t in cuda/kernel/permute.cu.
+// cudaStream_t. Defined for every element type in cuda/kernel/permute.cu.
 #include <cstdint>
 #include <span>
 

@@ -1,7 +1,8 @@
 #pragma once
 // Reductions over a set of axes (sum, max, min) on the device: kernel/cpu/reduce.hpp's
 // semantics (output layout, identities, wrapping integer sums) with a trailing cudaStream_t.
-// Defined for float, double, int32_t and int64_t in cuda/kernel/reduce.cu.
+// Defined for every element type in cuda/kernel/reduce.cu; bfloat16 and float16 accumulate in
+// float and round once per output.
 #include <cstdint>
 #include <span>
 
