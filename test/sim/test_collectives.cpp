@@ -18,6 +18,30 @@ TEST_CASE("every collective, dtype and reduce op on the world and mesh sub-commu
   CHECK(failures.empty());
 }
 
+// 16-bit reductions under both settings (process-wide, so set outside simulate): sums round once,
+// within the stated bound; 2 bytes per element, 4 on the float32 wire. 4 ranks include 2x2 rows
+// and columns.
+TEST_CASE("bfloat16 and float16 reductions: float32 sums rounded once, 2 bytes per element or 4 on the float32 wire",
+          "[sim][collectives]") {
+  const int n = GENERATE(1, 2, 3, 4);
+  const spsd::HalfReduction mode = GENERATE(spsd::HalfReduction::kNative, spsd::HalfReduction::kFloat32Wire);
+  INFO(n << " simulated ranks, " << mode);
+  struct Restore {
+    ~Restore() { spsd::set_half_reduction(spsd::HalfReduction::kNative); }
+  } restore;
+  spsd::set_half_reduction(mode);
+  Failures failures = on_simulated_ranks(n, [&](Failures& f) { run_half_reduction_suite(f); });
+  INFO(failures.report());
+  CHECK(failures.empty());
+}
+
+TEST_CASE("set_half_reduction: a value that names no mode throws, naming it", "[sim][collectives]") {
+  CHECK_THROWS_WITH(spsd::set_half_reduction(static_cast<spsd::HalfReduction>(7)),
+                    Catch::Contains("set_half_reduction") && Catch::Contains("got the value 7"));
+  CHECK(spsd::half_reduction() == spsd::HalfReduction::kNative);
+  CHECK(spsd::to_string(spsd::HalfReduction::kFloat32Wire) == "float32 wire");
+}
+
 // The suite is only as good as its communicator list: meshes must show up where the size allows.
 TEST_CASE("the suite covers rows, columns and planes of the meshes", "[sim][collectives]") {
   auto groups_of = [](int64_t rank, int64_t world) {
