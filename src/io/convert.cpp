@@ -1,0 +1,26 @@
+#include "convert.hpp"
+
+#include <cstring>
+
+namespace spsd::detail {
+
+void convert_elements(const void* src, DType from, void* dst, DType to, int64_t n) {
+  if (from == to) {
+    if (n > 0) std::memcpy(dst, src, static_cast<size_t>(n * size_of(from)));
+    return;
+  }
+  visit_dtype(from, [&]<class From>() {
+    visit_dtype(to, [&]<class To>() {
+      if constexpr (FloatingElement<From> && FloatingElement<To>) {
+        const From* in = static_cast<const From*>(src);
+        To* out = static_cast<To*>(dst);
+        // Through compute_t: a 16-bit value is read as the float it is exactly.
+        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(static_cast<compute_t<From>>(in[i]));
+      } else {
+        SPSD_CHECK(from == to, "load_checkpoint", "no conversion from ", from, " to ", to);
+      }
+    });
+  });
+}
+
+}  // namespace spsd::detail
