@@ -90,6 +90,13 @@ struct Geometry {
   int64_t numel() const { return rows * cols; }
 };
 
+// The square matrix of (at least) float_bytes bytes as float32, the side a power of two.
+Geometry square_of(int64_t float_bytes) {
+  int64_t side = 1;
+  while (side * side * 4 < float_bytes) side *= 2;
+  return {side, side};
+}
+
 // Values are small integers so that sums are exact and both sides must agree bit for bit.
 float value_at(int64_t g) { return static_cast<float>(g % 4093); }
 
@@ -252,10 +259,8 @@ void half_table(const Env& env, const Placement& line, const Placement& square, 
     if (c.mesh2x2 && env.n != 4) continue;
     const Placement& p = c.mesh2x2 ? square : line;
     for (int64_t float_bytes : sizes) {
-      int64_t side = 1;
-      while (side * side * 4 < float_bytes) side *= 2;
-      const Geometry geo{side, side};
-      const Shape shape{side, side};
+      const Geometry geo = square_of(float_bytes);
+      const Shape shape{geo.rows, geo.cols};
       const int me = env.rank;
       const spsd::Box src_box = c.partial ? spsd::full_box(shape) : spsd::box_of(shape, p, c.from, me);
       const float add = c.partial ? static_cast<float>(me) : 0.0f;
@@ -351,9 +356,7 @@ int main(int argc, char** argv) {
     if (c.mesh2x2 && env.n != 4) continue;
     const Placement& p = c.mesh2x2 ? square : line;
     for (int64_t bytes : sizes) {
-      int64_t side = 1;
-      while (side * side * 4 < bytes) side *= 2;
-      const Geometry geo{side, side};
+      const Geometry geo = square_of(bytes);
       const Shape shape{geo.rows, geo.cols};
       const int me = env.rank;
 
