@@ -7,8 +7,9 @@
 // the gradient of each input that wants one. Gradients of inputs that numpy broadcasting
 // stretched are summed back to the input's shape (sum_to).
 //
-// Compiled once, into the library, for float and double: as inline header code every program's
-// every translation unit instantiated all of them (a 37-line test compiled in 36 s instead of 7).
+// Compiled once, into the library, for the four floating types: as inline header code every
+// program's every translation unit instantiated all of them (a 37-line test compiled in 36 s
+// instead of 7).
 #include <numeric>
 #include <string_view>
 #include <unordered_map>
@@ -16,6 +17,7 @@
 #include "spsd/autograd/grad_ops.hpp"
 #include "spsd/autograd/node.hpp"
 #include "spsd/autograd/softmax_grad.hpp"
+#include "spsd/op/cast.hpp"
 #include "spsd/op/elementwise.hpp"
 #include "spsd/op/index.hpp"
 #include "spsd/op/matmul.hpp"
@@ -28,7 +30,7 @@ namespace spsd::detail {
 
 namespace {
 
-template <std::floating_point T>
+template <FloatingElement T>
 struct RuleArgs {
   using value_type = T;
   const GradNode& node;
@@ -44,23 +46,26 @@ struct RuleArgs {
   const OpAttrs& attrs() const { return node.attrs; }
   bool wants(size_t i) const { return node.input_meta[i] != nullptr; }
   void set(size_t i, const GlobalTensor<T>& grad) const { grad_in[i] = grad.data(); }
+  // For an input of another element type than the output (cast).
+  template <Element U>
+  void set_other(size_t i, const GlobalTensor<U>& grad) const { grad_in[i] = grad.data(); }
 };
 
-template <class Rule, std::floating_point T>
+template <class Rule, FloatingElement T>
 void run_rule(const GradNode& node, const GlobalData& grad_out, GradList& grad_in) {
   Rule{}(RuleArgs<T>{node, grad_out, grad_in});
 }
 
 // Backward rules by op name, per floating type.
 struct BackwardRule {
-  BackwardFn f32 = nullptr, f64 = nullptr;
+  BackwardFn f32 = nullptr, f64 = nullptr, bf16 = nullptr, f16 = nullptr;
 };
 using RuleTable = std::unordered_map<std::string_view, BackwardRule>;
 
 // Rule: a captureless generic lambda taking RuleArgs<T> (default-constructible in C++20).
 template <class Rule>
 void define_rule(RuleTable& rules, std::string_view op, Rule) {
-  rules[op] = {&run_rule<Rule, float>, &run_rule<Rule, double>};
+  rules[op] = {&run_rule<Rule, float>, &run_rule<Rule, double>, &run_rule<Rule, bfloat16>, &run_rule<Rule, float16>};
 }
 
 // g summed over the axes numpy broadcasting stretched, to an input of this shape: one
@@ -100,6 +105,13 @@ void define_unary_rule(RuleTable& rules) {
 }
 
 void define_elementwise_rules(RuleTable& rules) {
+  // cast: the gradient converted back to the input's type (a float32 master weight cast to
+  // bfloat16 gets its gradient in float32); integer inputs take none.
+  define_rule(rules, "cast", [](const auto& a) {
+    visit_dtype(a.node.inputs[0].dtype, [&]<class From>() {
+      if constexpr (FloatingElement<From>) a.set_other(0, spsd::cast<From>(a.g()));
+    });
+  });
   define_rule(rules, "add", [](const auto& a) {
     for (size_t i : {0, 1})
       if (a.wants(i)) a.set(i, sum_to(a.g(), a.shape(i)));
@@ -266,7 +278,13 @@ BackwardFn backward_rule(std::string_view op, DType dtype) {
   static const RuleTable rules = make_rules();  // thread-safe: simulated ranks are threads
   const auto rule = rules.find(op);
   if (rule == rules.end()) return nullptr;
-  return dtype == DType::kFloat64 ? rule->second.f64 : rule->second.f32;
+  switch (dtype) {
+    case DType::kFloat32: return rule->second.f32;
+    case DType::kFloat64: return rule->second.f64;
+    case DType::kBFloat16: return rule->second.bf16;
+    case DType::kFloat16: return rule->second.f16;
+    default: return nullptr;  // integer outputs carry no gradient
+  }
 }
 
 }  // namespace spsd::detail

@@ -3,6 +3,7 @@
 // compares, every rank takes part.
 #include <catch2/catch.hpp>
 
+#include "grad_scaler_suite.hpp"
 #include "train_suite.hpp"
 
 using namespace spsd;
@@ -32,4 +33,11 @@ TEST_CASE("training under mpirun: every parallel mode gives the single-process l
   if (rank() == 0) WARN("training slice: " << spsd_test::train_data_source());
   check_parity<float>(20);
   check_parity<double>(20);
+}
+
+TEST_CASE("GradScaler under mpirun: one rank's overflow skips the step on every rank", "[train][scaler]") {
+  spsd_test::Failures f;
+  spsd_test::check_grad_scaler(f);
+  INFO(f.report());
+  CHECK(f.empty());
 }

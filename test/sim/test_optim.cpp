@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "grad_scaler_suite.hpp"
 #include "sim_helpers.hpp"
 
 using namespace spsd;
@@ -249,4 +250,21 @@ TEST_CASE("optim: a learning rate that differs between ranks is caught by the co
     CHECK(errors[r].find("sgd_step(lr=0.1,") != std::string::npos);
     CHECK(errors[r].find("sgd_step(lr=0.2,") != std::string::npos);
   }
+}
+
+// GradScaler (autograd/grad_scaler.hpp): an overflow in one rank's piece skips the step on every
+// rank and halves the scale; clean steps unscale exactly (test/common/grad_scaler_suite.cpp).
+TEST_CASE("GradScaler: one rank's overflow skips the step everywhere; clean steps unscale and grow", "[optim][scaler]") {
+  for (int n : {1, 2, 4}) {
+    Failures failures = spsd_test::on_simulated_ranks(n, [](Failures& f) { spsd_test::check_grad_scaler(f); });
+    INFO(n << " simulated ranks: " << failures.report());
+    CHECK(failures.empty());
+  }
+}
+
+TEST_CASE("GradScaler: options are checked", "[optim][scaler]") {
+  CHECK_THROWS_WITH(GradScaler({.init_scale = 0}), Catch::Contains("init_scale") && Catch::Contains("got 0"));
+  CHECK_THROWS_WITH(GradScaler({.growth_factor = 1}), Catch::Contains("growth_factor"));
+  CHECK_THROWS_WITH(GradScaler({.backoff_factor = 1.5}), Catch::Contains("backoff_factor") && Catch::Contains("1.5"));
+  CHECK_THROWS_WITH(GradScaler({.growth_interval = 0}), Catch::Contains("growth_interval"));
 }

@@ -138,7 +138,7 @@ inline void run_backward(AutogradMeta& root, const GlobalData& root_data, const 
 // d loss / d leaf for every leaf that requires grad and reaches loss, added into leaf.grad().
 // loss must hold one element (shape () or (1, ..., 1)). Collective: every rank of the program
 // calls it, as it ran the forward ops.
-template <std::floating_point T>
+template <FloatingElement T>
 void backward(const GlobalTensor<T>& loss, const BackwardOptions& options = {}) {
   SPSD_CHECK(loss.shape().numel() == 1, "backward", "the loss must be a scalar (one element); it is ",
              loss.describe(), " (pass the output gradient for a non-scalar: backward(y, dy))");
@@ -151,7 +151,7 @@ void backward(const GlobalTensor<T>& loss, const BackwardOptions& options = {}) 
 }
 
 // Vector-Jacobian product: backward from y with d loss / d y = dy (same shape and placement).
-template <std::floating_point T>
+template <FloatingElement T>
 void backward(const GlobalTensor<T>& y, const GlobalTensor<T>& dy, const BackwardOptions& options = {}) {
   SPSD_CHECK(y.shape() == dy.shape() && y.placement() == dy.placement(), "backward",
              "the output gradient must have the output's shape and placement: output ", y.describe(), ", gradient ",

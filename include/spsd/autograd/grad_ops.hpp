@@ -63,7 +63,7 @@ struct UnaryGradDef {
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    if constexpr (std::is_floating_point_v<T>)
+    if constexpr (FloatingElement<T>)
       kernel::unary_grad<T>(k.target, K, k.in<T>(0), k.in<T>(1), k.out_as<T>(), k.out_shape.numel());
   }
 };

@@ -34,8 +34,8 @@ struct GradNode {
   std::optional<GlobalData> grad_out;                     // summed during a backward pass
 };
 
-// The backward rule of op for an output of this dtype (the double one for kFloat64, else the
-// float one), or null when op has none: src/autograd/rules.cpp, compiled into the library.
+// The backward rule of op for an output of this (floating) dtype, or null when op has none or
+// the dtype is an integer one: src/autograd/rules.cpp, compiled into the library.
 BackwardFn backward_rule(std::string_view op, DType dtype);
 
 // The recorders of the hooks table (tensor/hooks.hpp; src/autograd/record.cpp): while grad mode

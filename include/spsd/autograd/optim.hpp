@@ -56,17 +56,17 @@ struct AdamOptions {
 // io/checkpoint.hpp): one entry per parameter, in the parameter's layout, empty before the
 // parameter's first update. Both copy: the optimizer updates its own state in place, so a
 // state() taken earlier keeps its values, and tensors given to load_state stay the caller's.
-template <std::floating_point T>
+template <FloatingElement T>
 struct SgdState {
   std::vector<std::optional<GlobalTensor<T>>> momentum;
 };
-template <std::floating_point T>
+template <FloatingElement T>
 struct AdamState {
   int64_t steps = 0;  // steps taken: the bias corrections depend on it
   std::vector<std::optional<GlobalTensor<T>>> exp_avg, exp_avg_sq;
 };
 
-template <std::floating_point T>
+template <FloatingElement T>
 class Optimizer {
  public:
   const std::vector<GlobalTensor<T>>& params() const { return params_; }
@@ -178,7 +178,7 @@ class Optimizer {
   }
 };
 
-template <std::floating_point T>
+template <FloatingElement T>
 class SGD : public Optimizer<T> {
  public:
   SGD(std::vector<GlobalTensor<T>> params, SgdOptions options)
@@ -197,7 +197,8 @@ class SGD : public Optimizer<T> {
     NoGradGuard no_grad;
     const detail::OpenSpan phase = detail::phase_span("SGD.step");
     const SgdOptions& o = options_;
-    const kernel::SgdStep<T> args{static_cast<T>(o.lr), static_cast<T>(o.momentum), static_cast<T>(o.weight_decay),
+    using C = compute_t<T>;  // the scalars of a 16-bit step are float
+    const kernel::SgdStep<C> args{static_cast<C>(o.lr), static_cast<C>(o.momentum), static_cast<C>(o.weight_decay),
                                   o.momentum != 0, o.weight_decay != 0, o.nesterov};
     for (size_t i = 0; i < this->params_.size(); ++i) {
       std::optional<GlobalTensor<T>> g = this->gradient(i);
@@ -220,7 +221,7 @@ class SGD : public Optimizer<T> {
   std::vector<std::shared_ptr<const detail::OpIdentity>> identities_;
 };
 
-template <std::floating_point T>
+template <FloatingElement T>
 class Adam : public Optimizer<T> {
  public:
   Adam(std::vector<GlobalTensor<T>> params, AdamOptions options) : Adam("Adam", std::move(params), options, false) {}
@@ -233,14 +234,15 @@ class Adam : public Optimizer<T> {
     // Bias corrections folded into the step size and eps (Kingma & Ba, end of section 2).
     const double c1 = 1 - std::pow(o.beta1, steps_), c2 = 1 - std::pow(o.beta2, steps_);
     const bool decays = o.weight_decay != 0;
-    const kernel::AdamStep<T> args{static_cast<T>(o.beta1),
-                                   static_cast<T>(1 - o.beta1),
-                                   static_cast<T>(o.beta2),
-                                   static_cast<T>(1 - o.beta2),
-                                   static_cast<T>(o.lr * std::sqrt(c2) / c1),
-                                   static_cast<T>(o.eps * std::sqrt(c2)),
-                                   static_cast<T>(o.weight_decay),
-                                   static_cast<T>(1 - o.lr * o.weight_decay),
+    using C = compute_t<T>;
+    const kernel::AdamStep<C> args{static_cast<C>(o.beta1),
+                                   static_cast<C>(1 - o.beta1),
+                                   static_cast<C>(o.beta2),
+                                   static_cast<C>(1 - o.beta2),
+                                   static_cast<C>(o.lr * std::sqrt(c2) / c1),
+                                   static_cast<C>(o.eps * std::sqrt(c2)),
+                                   static_cast<C>(o.weight_decay),
+                                   static_cast<C>(1 - o.lr * o.weight_decay),
                                    decays && !decoupled_,
                                    decays && decoupled_};
     // The step count is the update's scalar operand: ranks that disagree on it (a state loaded
@@ -293,7 +295,7 @@ class Adam : public Optimizer<T> {
 };
 
 // Adam with decoupled weight decay (Loshchilov & Hutter).
-template <std::floating_point T>
+template <FloatingElement T>
 class AdamW : public Adam<T> {
  public:
   AdamW(std::vector<GlobalTensor<T>> params, AdamOptions options) : Adam<T>("AdamW", std::move(params), options, true) {}

@@ -50,7 +50,7 @@ struct SoftmaxGradDef {
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    if constexpr (std::is_floating_point_v<T>)
+    if constexpr (FloatingElement<T>)
       kernel::softmax_backward<T>(k.target, k.in<T>(0), k.in<T>(1), k.inputs[0].shape, k.attrs[0], k.out_as<T>(), Log);
   }
 };
@@ -77,7 +77,7 @@ struct CrossEntropyGradDef {
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    if constexpr (std::is_floating_point_v<T>)
+    if constexpr (FloatingElement<T>)
       kernel::cross_entropy_backward<T>(k.target, k.in<T>(0), k.in<int64_t>(1), k.in<T>(2), k.inputs[0].shape[0],
                                         k.inputs[0].shape[1], k.inputs[0].global->shape[0], k.out_as<T>());
   }

@@ -2,7 +2,7 @@
 // Explicit instantiation of the public function templates for every element type.
 //
 // The ops, factories and backward are templates over the element type, and spsd supports
-// exactly four (dtype.hpp). Each header lists its templates in a macro X(prefix, T) and expands
+// exactly six (dtype.hpp). Each header lists its templates in a macro X(prefix, T) and expands
 //   SPSD_FOR_EACH_ELEMENT(X, extern)   in the header: declarations, so a program's translation
 //                                      units call the library's copy instead of compiling their own;
 //   SPSD_FOR_EACH_ELEMENT(X, )         in one file of src/: the definitions, compiled once.
@@ -12,5 +12,5 @@
 #include <cstdint>
 
 #define SPSD_FOR_EACH_HALF(X, prefix) X(prefix, bfloat16) X(prefix, float16)
-#define SPSD_FOR_EACH_FLOATING(X, prefix) X(prefix, float) X(prefix, double)
+#define SPSD_FOR_EACH_FLOATING(X, prefix) X(prefix, float) X(prefix, double) SPSD_FOR_EACH_HALF(X, prefix)
 #define SPSD_FOR_EACH_ELEMENT(X, prefix) SPSD_FOR_EACH_FLOATING(X, prefix) X(prefix, int32_t) X(prefix, int64_t)

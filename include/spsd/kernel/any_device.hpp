@@ -6,6 +6,7 @@
 #include <span>
 
 #include "spsd/core/config.hpp"
+#include "spsd/kernel/cpu/cast.hpp"
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cpu/index.hpp"
@@ -16,6 +17,7 @@
 #include "spsd/runtime/device.hpp"
 #include "spsd/runtime/device_traffic.hpp"
 #if SPSD_HAVE_CUDA
+#include "spsd/kernel/cuda/cast.hpp"
 #include "spsd/kernel/cuda/copy.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 #include "spsd/kernel/cuda/gemm.hpp"
@@ -70,15 +72,14 @@ void fill(const Target& t, T* out, int64_t n, T value) {
   SPSD_ON_TARGET(t, fill<T>, out, n, value);
 }
 template <Element T>
-void scale(const Target& t, T* x, int64_t n, T factor) {
+void scale(const Target& t, T* x, int64_t n, compute_t<T> factor) {
   SPSD_ON_TARGET(t, scale<T>, x, n, factor);
 }
 template <Element T>
 void reduce(const Target& t, ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64_t> axes, T* out) {
   SPSD_ON_TARGET(t, reduce<T>, op, x, x_shape, axes, out);
 }
-template <Element T>
-  requires std::floating_point<T>
+template <FloatingElement T>
 void softmax(const Target& t, const T* x, const Shape& shape, int64_t axis, T* out, bool log) {
   SPSD_ON_TARGET(t, softmax<T>, x, shape, axis, out, log);
 }
@@ -111,7 +112,7 @@ void matmul(const Target& t, const T* a, const Shape& a_shape, const T* b, const
 }
 
 // Kernels only backward needs (autograd/grad_ops.hpp).
-template <std::floating_point T>
+template <FloatingElement T>
 void unary_grad(const Target& t, UnaryOp op, const T* saved, const T* g, T* out, int64_t n) {
   SPSD_ON_TARGET(t, unary_grad<T>, op, saved, g, out, n);
 }
@@ -137,29 +138,49 @@ void pick_grad(const Target& t, const T* g, const int64_t* labels, int64_t n, in
 // Optimizer steps (kernel/cpu/optim.hpp)
 using cpu::AdamStep;
 using cpu::SgdStep;
-template <std::floating_point T>
-void sgd_step(const Target& t, T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<T>& s) {
+template <FloatingElement T>
+void sgd_step(const Target& t, T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<compute_t<T>>& s) {
   SPSD_ON_TARGET(t, sgd_step<T>, p, g, momentum_buf, n, s);
 }
-template <std::floating_point T>
-void adam_step(const Target& t, T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<T>& s) {
+template <FloatingElement T>
+void adam_step(const Target& t, T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<compute_t<T>>& s) {
   SPSD_ON_TARGET(t, adam_step<T>, p, g, m, v, n, s);
 }
 
 // Fused softmax / log_softmax backward (autograd/softmax_grad.hpp).
-template <Element T>
-  requires std::floating_point<T>
+template <FloatingElement T>
 void softmax_backward(const Target& t, const T* y, const T* g, const Shape& shape, int64_t axis, T* dx, bool log) {
   SPSD_ON_TARGET(t, softmax_backward<T>, y, g, shape, axis, dx, log);
 }
-template <Element T>
-  requires std::floating_point<T>
+template <FloatingElement T>
 void cross_entropy_backward(const Target& t, const T* logits, const int64_t* labels, const T* g, int64_t rows,
                             int64_t classes, int64_t total_rows, T* dx) {
   SPSD_ON_TARGET(t, cross_entropy_backward<T>, logits, labels, g, rows, classes, total_rows, dx);
 }
 
 #undef SPSD_ON_TARGET
+
+// out[i] = convert<To>(x[i]) (kernel/convert.hpp). Spelled out: SPSD_ON_TARGET cannot take
+// the comma of cast<From, To>.
+template <Element From, Element To>
+void cast(const Target& t, const From* x, To* out, int64_t n) {
+#if SPSD_HAVE_CUDA
+  if (t.on_device()) return cuda::cast<From, To>(x, out, n, t.stream);
+#endif
+  (void)t;
+  cpu::cast<From, To>(x, out, n);
+}
+
+// Sets *flag (a float where x lives) to 1 when some x[i] is inf or NaN; never clears it. No
+// host wait on a device: a GradScaler folds many tensors into one flag, then reads it once.
+template <FloatingElement T>
+void note_nonfinite(const Target& t, const T* x, int64_t n, float* flag) {
+#if SPSD_HAVE_CUDA
+  if (t.on_device()) return cuda::note_nonfinite<T>(x, n, flag, t.stream);
+#endif
+  (void)t;
+  cpu::note_nonfinite<T>(x, n, flag);
+}
 
 // The index of the first zero among x[0, n), or -1 (integer division checks its divisor); on a
 // device this waits for the scan and reads back one index.

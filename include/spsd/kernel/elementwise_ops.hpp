@@ -45,7 +45,7 @@ inline std::ostream& operator<<(std::ostream& os, BinaryOp op) { return os << to
 
 // Integers have neg, relu and abs (wrapping: -INT_MIN == INT_MIN); the rest need floats.
 constexpr bool unary_supports(UnaryOp op, DType t) {
-  if (t == DType::kFloat32 || t == DType::kFloat64) return true;
+  if (is_floating(t)) return true;
   return op == UnaryOp::kNeg || op == UnaryOp::kRelu || op == UnaryOp::kAbs;
 }
 

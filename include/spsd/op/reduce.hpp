@@ -111,11 +111,12 @@ struct ReduceDef {
     T* out = k.out_as<T>();
     kernel::reduce<T>(k.target, R, x, k.inputs[0].shape, std::span<const int64_t>(axes), out);
     if constexpr (Mean) {
-      if constexpr (std::is_floating_point_v<T>) {
+      if constexpr (FloatingElement<T>) {
         int64_t count = 1;
         for (int64_t a : axes) count *= k.inputs[0].global->shape[a];
         // count 0: factor inf, and 0 * inf = NaN, the mean of nothing.
-        kernel::scale<T>(k.target, out, k.out_shape.numel(), T(1) / static_cast<T>(count));
+        using C = compute_t<T>;  // a 16-bit mean scales in float: the sum rounded, then the mean
+        kernel::scale<T>(k.target, out, k.out_shape.numel(), C(1) / static_cast<C>(count));
       }
     }
   }

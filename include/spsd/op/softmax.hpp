@@ -68,7 +68,7 @@ struct SoftmaxDef {
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    if constexpr (std::is_floating_point_v<T>)
+    if constexpr (FloatingElement<T>)
       kernel::softmax<T>(k.target, k.in<T>(0), k.inputs[0].shape, k.attrs[0], k.out_as<T>(), Log);
   }
 };

@@ -108,17 +108,21 @@ GlobalTensor<T> arange(int64_t n, const Placement& placement, const NdSbp& nd_sb
   SPSD_CHECK(n >= 0, "arange", "n must be non-negative, got ", n);
   return detail::generate<T>("arange", Shape{n}, placement, nd_sbp, [](int64_t g) { return static_cast<T>(g); });
 }
-// Uniform in [0, 1); the value of each element depends only on (seed, shape, T).
-template <std::floating_point T>
+// Uniform in [0, 1); the value of each element depends only on (seed, shape, T). A 16-bit
+// tensor holds the float tensor's values rounded once (rand<bfloat16> == cast<bfloat16>(rand<float>)
+// bit for bit), so values within half an ulp of 1 round to 1.
+template <FloatingElement T>
 GlobalTensor<T> rand(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp, uint64_t seed = 0) {
-  return detail::generate<T>("rand", shape, placement, nd_sbp,
-                             [seed](int64_t g) { return philox::uniform<T>(seed, static_cast<uint64_t>(g)); });
+  return detail::generate<T>("rand", shape, placement, nd_sbp, [seed](int64_t g) {
+    return static_cast<T>(philox::uniform<compute_t<T>>(seed, static_cast<uint64_t>(g)));
+  });
 }
-// Standard normal; the value of each element depends only on (seed, shape, T).
-template <std::floating_point T>
+// Standard normal; the value of each element depends only on (seed, shape, T); 16-bit as rand.
+template <FloatingElement T>
 GlobalTensor<T> randn(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp, uint64_t seed = 0) {
-  return detail::generate<T>("randn", shape, placement, nd_sbp,
-                             [seed](int64_t g) { return philox::normal<T>(seed, static_cast<uint64_t>(g)); });
+  return detail::generate<T>("randn", shape, placement, nd_sbp, [seed](int64_t g) {
+    return static_cast<T>(philox::normal<compute_t<T>>(seed, static_cast<uint64_t>(g)));
+  });
 }
 
 // Every rank of the placement passes the same whole tensor (checked); each keeps its part.

@@ -63,6 +63,8 @@ inline std::string describe(const GlobalData& t) {
 template <Element T>
 class GlobalTensor {
  public:
+  using value_type = T;
+
   // Wraps this rank's component; the caller guarantees it is the box of (shape, placement, nd_sbp).
   // Use spsd::to_global(local, ...) for a checked conversion.
   GlobalTensor(Shape shape, Placement placement, NdSbp nd_sbp, Tensor<T> local)

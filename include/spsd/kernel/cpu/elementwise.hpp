@@ -41,17 +41,19 @@ inline T checked_div(T x, T y) {
   }
 }
 
-// Calls body(f) with f the scalar function of op: one switch, then body's loop inlines f.
-// max/min behave as std::max/std::min (a NaN in the second operand is not propagated).
+// Calls body(f) with f the scalar function of op on compute_t<T> values (float for the 16-bit
+// types): one switch, then body's loop inlines f. max/min behave as std::max/std::min (a NaN
+// in the second operand is not propagated).
 template <Element T, class Body>
 void with_binary_fn(BinaryOp op, Body&& body) {
+  using C = compute_t<T>;
   switch (op) {
-    case BinaryOp::kAdd: return body([](T x, T y) { return wrap_add(x, y); });
-    case BinaryOp::kSub: return body([](T x, T y) { return wrap_sub(x, y); });
-    case BinaryOp::kMul: return body([](T x, T y) { return wrap_mul(x, y); });
-    case BinaryOp::kDiv: return body([](T x, T y) { return checked_div(x, y); });
-    case BinaryOp::kMax: return body([](T x, T y) { return x < y ? y : x; });
-    case BinaryOp::kMin: return body([](T x, T y) { return y < x ? y : x; });
+    case BinaryOp::kAdd: return body([](C x, C y) { return wrap_add(x, y); });
+    case BinaryOp::kSub: return body([](C x, C y) { return wrap_sub(x, y); });
+    case BinaryOp::kMul: return body([](C x, C y) { return wrap_mul(x, y); });
+    case BinaryOp::kDiv: return body([](C x, C y) { return checked_div(x, y); });
+    case BinaryOp::kMax: return body([](C x, C y) { return x < y ? y : x; });
+    case BinaryOp::kMin: return body([](C x, C y) { return y < x ? y : x; });
   }
   ::spsd::detail::throw_error("binary", "invalid op value ", static_cast<int>(op));
 }
@@ -76,18 +78,19 @@ void with_unary_fn(UnaryOp op, Body&& body) {
       case UnaryOp::kAbs: return body([](T x) { return x < 0 ? wrap_neg(x) : x; });
       default: break;
     }
-  } else {
+  } else {  // on compute_t<T>: float for the 16-bit types
+    using C = compute_t<T>;
     switch (op) {
-      case UnaryOp::kNeg: return body([](T x) { return -x; });
-      case UnaryOp::kRelu: return body([](T x) { return x < T(0) ? T(0) : x; });  // relu(NaN) = NaN
-      case UnaryOp::kGelu: return body([](T x) { return gelu_tanh(x); });
-      case UnaryOp::kExp: return body([](T x) { return std::exp(x); });
-      case UnaryOp::kLog: return body([](T x) { return std::log(x); });
-      case UnaryOp::kTanh: return body([](T x) { return std::tanh(x); });
+      case UnaryOp::kNeg: return body([](C x) { return -x; });
+      case UnaryOp::kRelu: return body([](C x) { return x < C(0) ? C(0) : x; });  // relu(NaN) = NaN
+      case UnaryOp::kGelu: return body([](C x) { return gelu_tanh(x); });
+      case UnaryOp::kExp: return body([](C x) { return std::exp(x); });
+      case UnaryOp::kLog: return body([](C x) { return std::log(x); });
+      case UnaryOp::kTanh: return body([](C x) { return std::tanh(x); });
       // exp(-x) overflows to inf for very negative x, giving 1/inf = 0: no NaN.
-      case UnaryOp::kSigmoid: return body([](T x) { return T(1) / (T(1) + std::exp(-x)); });
-      case UnaryOp::kSqrt: return body([](T x) { return std::sqrt(x); });
-      case UnaryOp::kAbs: return body([](T x) { return std::abs(x); });
+      case UnaryOp::kSigmoid: return body([](C x) { return C(1) / (C(1) + std::exp(-x)); });
+      case UnaryOp::kSqrt: return body([](C x) { return std::sqrt(x); });
+      case UnaryOp::kAbs: return body([](C x) { return std::abs(x); });
     }
   }
   ::spsd::detail::throw_error("unary", "invalid op value ", static_cast<int>(op));
@@ -98,9 +101,10 @@ void with_unary_fn(UnaryOp op, Body&& body) {
 template <Element T, class F>
 void binary_broadcast(F f, const T* a, const std::vector<int64_t>& sa, const T* b, const std::vector<int64_t>& sb,
                       T* out, const std::vector<int64_t>& dims) {
+  using C = compute_t<T>;
   const int64_t r = static_cast<int64_t>(dims.size());
   if (r == 0) {
-    out[0] = f(a[0], b[0]);
+    out[0] = static_cast<T>(f(load(a[0]), load(b[0])));
     return;
   }
   const int64_t n = dims.back(), ia = sa.back(), ib = sb.back();
@@ -114,11 +118,11 @@ void binary_broadcast(F f, const T* a, const std::vector<int64_t>& sa, const T* 
   if (ia != 0 && ib != 0) {
     each_row([&](const T* pa, const T* pb, T* po) { map2(f, pa, pb, po, n); });
   } else if (ia != 0) {
-    each_row([&](const T* pa, const T* pb, T* po) { map1([f, s = *pb](T x) { return f(x, s); }, pa, po, n); });
+    each_row([&](const T* pa, const T* pb, T* po) { map1([f, s = load(*pb)](C x) { return f(x, s); }, pa, po, n); });
   } else if (ib != 0) {
-    each_row([&](const T* pa, const T* pb, T* po) { map1([f, s = *pa](T y) { return f(s, y); }, pb, po, n); });
+    each_row([&](const T* pa, const T* pb, T* po) { map1([f, s = load(*pa)](C y) { return f(s, y); }, pb, po, n); });
   } else {
-    each_row([&](const T* pa, const T* pb, T* po) { fill_n(po, n, f(*pa, *pb)); });
+    each_row([&](const T* pa, const T* pb, T* po) { fill_n(po, n, static_cast<T>(f(load(*pa), load(*pb)))); });
   }
 }
 
@@ -134,9 +138,9 @@ void broadcast_map(std::string_view name, F f, const T* a, const Shape& a_shape,
   if (na == n && nb == n) {  // equal shapes (up to leading 1s): one flat loop
     map2(f, a, b, out, n);
   } else if (nb == 1) {
-    map1([f, s = *b](T x) { return f(x, s); }, a, out, n);
+    map1([f, s = load(*b)](compute_t<T> x) { return f(x, s); }, a, out, n);
   } else if (na == 1) {
-    map1([f, s = *a](T y) { return f(s, y); }, b, out, n);
+    map1([f, s = load(*a)](compute_t<T> y) { return f(s, y); }, b, out, n);
   } else {  // (m, n) + (n) becomes rows of a contiguous map2; anything else collapses first
     const int64_t r = out_shape.ndim();
     auto c = collapse<2>(out_shape.dims(), {broadcast_strides(a_shape, r), broadcast_strides(b_shape, r)});
@@ -166,12 +170,14 @@ void binary(BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Sha
 // backward's mask_eq).
 template <Element T>
 void equal_mask(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out, const Shape& out_shape) {
-  detail::broadcast_map("mask_eq", [](T x, T y) { return x == y ? T(1) : T(0); }, a, a_shape, b, b_shape, out,
+  using C = compute_t<T>;
+  detail::broadcast_map("mask_eq", [](C x, C y) { return x == y ? C(1) : C(0); }, a, a_shape, b, b_shape, out,
                         out_shape);
 }
 
-// out[i] = f'(saved[i]) * g[i] for i < n, f = op, saved = x or y (kernel/derivative.hpp).
-template <std::floating_point T>
+// out[i] = f'(saved[i]) * g[i] for i < n, f = op, saved = x or y (kernel/derivative.hpp),
+// computed in compute_t<T>.
+template <FloatingElement T>
 void unary_grad(UnaryOp op, const T* saved, const T* g, T* out, int64_t n) {
   with_derivative(op, [&](auto f) { detail::map2(f, saved, g, out, n); });
 }
@@ -183,11 +189,12 @@ void binary_scalar(BinaryOp op, const T* a, T s, T* out, int64_t n, bool scalar_
   if constexpr (std::is_integral_v<T>) {
     if (op == BinaryOp::kDiv && !scalar_first && s == 0) detail::throw_division_by_zero<T>();
   }
+  using C = compute_t<T>;
   detail::with_binary_fn<T>(op, [&](auto f) {
     if (scalar_first) {
-      detail::map1([f, s](T x) { return f(s, x); }, a, out, n);
+      detail::map1([f, s = detail::load(s)](C x) { return f(s, x); }, a, out, n);
     } else {
-      detail::map1([f, s](T x) { return f(x, s); }, a, out, n);
+      detail::map1([f, s = detail::load(s)](C x) { return f(x, s); }, a, out, n);
     }
   });
 }

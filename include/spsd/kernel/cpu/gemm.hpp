@@ -2,7 +2,8 @@
 // matmul on one rank's pieces: (..., m, k) x (..., k, n) -> (..., m, n), the batch dims
 // broadcast (numpy); either operand may be stored transposed (its last two axes swapped), which
 // the gemm reads in place (backward's g b^T and a^T g need no transposed copy). float/double go
-// to CBLAS (OpenBLAS) sgemm/dgemm with CblasTrans; integers, which BLAS lacks, use a tiled i-k-j
+// to CBLAS (OpenBLAS) sgemm/dgemm with CblasTrans, bfloat16/float16 through sgemm on widened
+// copies; integers, which BLAS lacks, use a tiled i-k-j
 // loop (a dot-product loop when b is transposed) that wraps like integer add.
 #include <cblas.h>
 
@@ -120,21 +121,30 @@ void matmul(const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, 
     detail::fill_n(out, total, T{0});
     return;
   }
-  const int64_t batches = total / (m * n);
-  // b shared by every batch and a dense (untransposed) over them: one (batches*m, k) x (k, n).
-  if (!trans_a && batch_b.numel() == 1 && batch_a.numel() == batches && batches * m <= INT_MAX) {
-    detail::gemm_2d(a, b, out, batches * m, n, k, false, trans_b);
-    return;
+  if constexpr (is_half_v<T>) {
+    // Debian's OpenBLAS 0.3.21 exports no sbgemm (cblas.h declares it, the library lacks it):
+    // widen both operands to float, sgemm (float accumulation), round each output once.
+    const std::vector<float> af = detail::widen(a, a_shape.numel()), bf = detail::widen(b, b_shape.numel());
+    std::vector<float> of(static_cast<size_t>(total));
+    matmul<float>(af.data(), a_shape, bf.data(), b_shape, of.data(), out_shape, trans_a, trans_b);
+    detail::narrow(of.data(), total, out);
+  } else {
+    const int64_t batches = total / (m * n);
+    // b shared by every batch and a dense (untransposed) over them: one (batches*m, k) x (k, n).
+    if (!trans_a && batch_b.numel() == 1 && batch_a.numel() == batches && batches * m <= INT_MAX) {
+      detail::gemm_2d(a, b, out, batches * m, n, k, false, trans_b);
+      return;
+    }
+    const int64_t r = out_shape.ndim() - 2;
+    std::vector<int64_t> sa = detail::broadcast_strides(batch_a, r), sb = detail::broadcast_strides(batch_b, r);
+    for (int64_t& s : sa) s *= m * k;
+    for (int64_t& s : sb) s *= k * n;
+    std::vector<int64_t> out_batch(out_shape.dims().begin(), out_shape.dims().end() - 2);
+    auto c = detail::collapse<2>(out_batch, {sa, sb});
+    detail::Odometer<2> od(c.dims, c.strides);
+    for (int64_t i = 0; i < batches; ++i, od.next())
+      detail::gemm_2d(a + od.offset(0), b + od.offset(1), out + i * m * n, m, n, k, trans_a, trans_b);
   }
-  const int64_t r = out_shape.ndim() - 2;
-  std::vector<int64_t> sa = detail::broadcast_strides(batch_a, r), sb = detail::broadcast_strides(batch_b, r);
-  for (int64_t& s : sa) s *= m * k;
-  for (int64_t& s : sb) s *= k * n;
-  std::vector<int64_t> out_batch(out_shape.dims().begin(), out_shape.dims().end() - 2);
-  auto c = detail::collapse<2>(out_batch, {sa, sb});
-  detail::Odometer<2> od(c.dims, c.strides);
-  for (int64_t i = 0; i < batches; ++i, od.next())
-    detail::gemm_2d(a + od.offset(0), b + od.offset(1), out + i * m * n, m, n, k, trans_a, trans_b);
 }
 
 // Compiled into the library (core/instances.hpp).

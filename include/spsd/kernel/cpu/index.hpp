@@ -56,11 +56,18 @@ void mark_out_of_range(const int64_t* indices, int64_t n, int64_t bound, int64_t
 template <Element T>
 void embedding_grad(const T* g, const int64_t* indices, int64_t n, int64_t row_begin, int64_t rows, int64_t dim,
                     T* out) {
-  detail::fill_n(out, rows * dim, T{0});
-  for (int64_t i = 0; i < n; ++i) {
-    const int64_t r = indices[i] - row_begin;
-    if (r < 0 || r >= rows) continue;
-    detail::map2([](T a, T b) { return detail::wrap_add(a, b); }, out + r * dim, g + i * dim, out + r * dim, dim);
+  if constexpr (is_half_v<T>) {  // rows accumulate in float, each rounded once
+    const std::vector<float> gf = detail::widen(g, n * dim);
+    std::vector<float> of(static_cast<size_t>(rows * dim));
+    embedding_grad<float>(gf.data(), indices, n, row_begin, rows, dim, of.data());
+    detail::narrow(of.data(), rows * dim, out);
+  } else {
+    detail::fill_n(out, rows * dim, T{0});
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t r = indices[i] - row_begin;
+      if (r < 0 || r >= rows) continue;
+      detail::map2([](T a, T b) { return detail::wrap_add(a, b); }, out + r * dim, g + i * dim, out + r * dim, dim);
+    }
   }
 }
 

@@ -37,6 +37,13 @@ namespace spsd::kernel::cpu::detail {
 template <class T>
 inline constexpr int64_t kBlock = 64 / static_cast<int64_t>(sizeof(T));
 
+// An element as the kernels compute it: a 16-bit float loads as float (exactly), anything else
+// as itself. The drivers below call f on loaded values and round f's result to T once.
+template <class T>
+inline compute_t<T> load(T v) {
+  return static_cast<compute_t<T>>(v);
+}
+
 // out[i] = f(x[i]) for i < n.
 template <class T, class F>
 inline void map1(F f, const T* x, T* out, int64_t n) {
@@ -45,9 +52,9 @@ inline void map1(F f, const T* x, T* out, int64_t n) {
   SPSD_IVDEP
   for (; i + W <= n; i += W) {
     SPSD_IVDEP
-    for (int64_t j = 0; j < W; ++j) out[i + j] = f(x[i + j]);
+    for (int64_t j = 0; j < W; ++j) out[i + j] = static_cast<T>(f(load(x[i + j])));
   }
-  for (; i < n; ++i) out[i] = f(x[i]);
+  for (; i < n; ++i) out[i] = static_cast<T>(f(load(x[i])));
 }
 
 // out[i] = f(a[i], b[i]) for i < n.
@@ -58,9 +65,22 @@ inline void map2(F f, const T* a, const T* b, T* out, int64_t n) {
   SPSD_IVDEP
   for (; i + W <= n; i += W) {
     SPSD_IVDEP
-    for (int64_t j = 0; j < W; ++j) out[i + j] = f(a[i + j], b[i + j]);
+    for (int64_t j = 0; j < W; ++j) out[i + j] = static_cast<T>(f(load(a[i + j]), load(b[i + j])));
   }
-  for (; i < n; ++i) out[i] = f(a[i], b[i]);
+  for (; i < n; ++i) out[i] = static_cast<T>(f(load(a[i]), load(b[i])));
+}
+
+// The 16-bit kernels that accumulate (reductions, softmax, GEMM) widen their inputs to float
+// once, run the float kernel, and narrow its output once: float accumulation, one rounding.
+template <class T>
+std::vector<float> widen(const T* x, int64_t n) {
+  std::vector<float> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(x[i]);
+  return out;
+}
+template <class T>
+void narrow(const float* x, int64_t n, T* out) {
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<T>(x[i]);
 }
 
 // out[i] = value for i < n.
@@ -79,30 +99,32 @@ inline void fill_n(T* out, int64_t n, T value) {
 // f-reduction of g(a[i], b[i]) over i < n, starting from identity (which must be f's identity):
 // a dot product with f = +, g = *. kBlock<T> independent accumulators make the loop vectorize
 // without -ffast-math reassociation, and give float sums a smaller error than one long running sum.
+// The accumulators are compute_t<T>: a 16-bit row folds in float.
 template <class T, class F, class G>
-inline T fold_map2(F f, G g, const T* a, const T* b, int64_t n, T identity) {
+inline compute_t<T> fold_map2(F f, G g, const T* a, const T* b, int64_t n, compute_t<T> identity) {
+  using C = compute_t<T>;
   constexpr int64_t W = kBlock<T>;
-  T r = identity;
+  C r = identity;
   int64_t i = 0;
   if (n >= W) {
-    T acc[W];
+    C acc[W];
     SPSD_UNROLL
     for (int64_t j = 0; j < W; ++j) acc[j] = identity;
     for (; i + W <= n; i += W) {
       SPSD_UNROLL
-      for (int64_t j = 0; j < W; ++j) acc[j] = f(acc[j], g(a[i + j], b[i + j]));
+      for (int64_t j = 0; j < W; ++j) acc[j] = f(acc[j], g(load(a[i + j]), load(b[i + j])));
     }
     for (int64_t j = 0; j < W; ++j) r = f(r, acc[j]);
   }
-  for (; i < n; ++i) r = f(r, g(a[i], b[i]));
+  for (; i < n; ++i) r = f(r, g(load(a[i]), load(b[i])));
   return r;
 }
 
 // f-reduction of g(x[i]) over i < n: fold_map2 with one input (read once: the second operand
 // is the same load).
 template <class T, class F, class G>
-inline T fold_map(F f, G g, const T* x, int64_t n, T identity) {
-  return fold_map2(f, [g](T v, T) { return g(v); }, x, x, n, identity);
+inline compute_t<T> fold_map(F f, G g, const T* x, int64_t n, compute_t<T> identity) {
+  return fold_map2(f, [g](compute_t<T> v, compute_t<T>) { return g(v); }, x, x, n, identity);
 }
 
 // max and min as generic functions: they apply to scalars and, through GCC/Clang vector
@@ -125,7 +147,7 @@ using Lanes [[gnu::vector_size(16)]] = T;
 #endif
 
 template <class T, class F>
-inline T fold(F f, const T* x, int64_t n, T identity) {
+inline compute_t<T> fold(F f, const T* x, int64_t n, compute_t<T> identity) {
 #if defined(__GNUC__) && !defined(__clang__)  // clang vectorizes the plain fold itself
   // GCC does not vectorize fold_map's accumulators for a compare-and-select f such as MaxOf
   // at -O2 (it does for +), so an f that accepts Lanes folds a cache line at a time in K
@@ -154,7 +176,7 @@ inline T fold(F f, const T* x, int64_t n, T identity) {
     }
   }
 #endif
-  return fold_map(f, [](T v) { return v; }, x, n, identity);
+  return fold_map(f, [](compute_t<T> v) { return v; }, x, n, identity);
 }
 
 // Integer +, -, *, negation modulo 2^bits (through the unsigned type): signed overflow is

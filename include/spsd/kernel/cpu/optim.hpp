@@ -8,6 +8,9 @@
 // up to contraction into fused multiply-adds (which the compiler may do here and not across
 // separate ops): within a few ulps per step.
 //
+// bfloat16/float16 parameters (and their state, which has the parameter's dtype) load into
+// float, update in float with float scalars, and round once per stored value.
+//
 // Aliasing: p, g and the state arrays are distinct, non-overlapping arrays of n elements.
 #include <cmath>
 #include <concepts>
@@ -99,18 +102,23 @@ inline void for_each_element(int64_t n, F f) {
 
 // p[i] and, with momentum, momentum_buf[i] updated in place for i < n (momentum_buf may be
 // null without momentum). A fresh buffer starts at zero: then buf = g exactly, PyTorch's first step.
-template <std::floating_point T>
-void sgd_step(T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<T>& s) {
+template <FloatingElement T>
+void sgd_step(T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<compute_t<T>>& s) {
+  using C = compute_t<T>;
   detail::with_flags(
       [&](auto decay, auto momentum, auto nesterov) {
         if constexpr (decltype(momentum)::value) {
           detail::for_each_element<T>(n, [&](int64_t i) {
-            detail::sgd_update<decltype(decay)::value, true, decltype(nesterov)::value>(p[i], g[i], momentum_buf[i], s);
+            C pi = detail::load(p[i]), bi = detail::load(momentum_buf[i]);
+            detail::sgd_update<decltype(decay)::value, true, decltype(nesterov)::value>(pi, detail::load(g[i]), bi, s);
+            p[i] = static_cast<T>(pi);
+            momentum_buf[i] = static_cast<T>(bi);
           });
         } else {  // nesterov needs momentum: the flag is off here
           detail::for_each_element<T>(n, [&](int64_t i) {
-            T unused{};
-            detail::sgd_update<decltype(decay)::value, false, false>(p[i], g[i], unused, s);
+            C pi = detail::load(p[i]), unused{};
+            detail::sgd_update<decltype(decay)::value, false, false>(pi, detail::load(g[i]), unused, s);
+            p[i] = static_cast<T>(pi);
           });
         }
       },
@@ -118,18 +126,25 @@ void sgd_step(T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<T>& s)
 }
 
 // p[i], m[i] (first moment) and v[i] (second moment) updated in place for i < n.
-template <std::floating_point T>
-void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<T>& s) {
+template <FloatingElement T>
+void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<compute_t<T>>& s) {
+  using C = compute_t<T>;
   detail::with_flags(
       [&](auto l2, auto decoupled) {
-        detail::for_each_element<T>(n, [&](int64_t i) { detail::adam_update<decltype(l2)::value, decltype(decoupled)::value>(p[i], g[i], m[i], v[i], s); });
+        detail::for_each_element<T>(n, [&](int64_t i) {
+          C pi = detail::load(p[i]), mi = detail::load(m[i]), vi = detail::load(v[i]);
+          detail::adam_update<decltype(l2)::value, decltype(decoupled)::value>(pi, detail::load(g[i]), mi, vi, s);
+          p[i] = static_cast<T>(pi);
+          m[i] = static_cast<T>(mi);
+          v[i] = static_cast<T>(vi);
+        });
       },
       s.l2, s.decoupled);
 }
 
-#define SPSD_CPU_OPTIM_INSTANCES(prefix, T)                                         \
-  prefix template void sgd_step<T>(T*, const T*, T*, int64_t, const SgdStep<T>&); \
-  prefix template void adam_step<T>(T*, const T*, T*, T*, int64_t, const AdamStep<T>&);
+#define SPSD_CPU_OPTIM_INSTANCES(prefix, T)                                                      \
+  prefix template void sgd_step<T>(T*, const T*, T*, int64_t, const SgdStep<compute_t<T>>&); \
+  prefix template void adam_step<T>(T*, const T*, T*, T*, int64_t, const AdamStep<compute_t<T>>&);
 SPSD_FOR_EACH_FLOATING(SPSD_CPU_OPTIM_INSTANCES, extern)
 
 }  // namespace spsd::kernel::cpu

@@ -103,63 +103,71 @@ void reduce(ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64
     detail::fill_n(out, out_n, reduce_identity<T>(op));
     return;
   }
-  // Non-empty reductions start from the exact identity: -inf/+inf for floating max/min, so a
-  // row of -inf has max -inf (reduce_identity's finite lowest()/max() is what partial layouts
-  // pad with; see docs/operators.md).
-  const T identity = std::numeric_limits<T>::has_infinity && op != ReduceOp::kSum
-                         ? (op == ReduceOp::kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity())
-                         : reduce_identity<T>(op);
-  const detail::ReduceGroups g = detail::group_axes(x_shape, axes);
-  const int64_t r = static_cast<int64_t>(g.dims.size());
-  if (r == 0 || (r == 1 && !g.reduced[0])) {  // nothing (of extent > 1) is reduced: a copy
-    std::copy_n(x, out_n, out);
-    return;
-  }
-  // Each group's stride in out: dense over the kept groups, 0 over the reduced ones (x is
-  // walked in order, so it needs no strides).
-  std::vector<int64_t> os(r);
-  for (int64_t d = r - 1, so = 1; d >= 0; --d) {
-    os[d] = g.reduced[d] ? 0 : so;
-    if (!g.reduced[d]) so *= g.dims[d];
-  }
-  const int64_t len = g.dims.back();
-  const int64_t rows = x_shape.numel() / len;
-  std::vector<int64_t> outer(g.dims.begin(), g.dims.end() - 1);
-  detail::with_reduce_fn<T>(op, [&](auto f) {
-    if (g.reduced.back()) {
-      if (r == 1 || (r == 2 && !g.reduced[0])) {  // (rows, len) -> (rows): one fold per row
-        for (int64_t i = 0; i < rows; ++i) out[i] = detail::fold(f, x + i * len, len, identity);
-        return;
-      }
-      detail::fill_n(out, out_n, identity);
-      detail::Odometer<1> od(outer, {std::vector<int64_t>(os.begin(), os.end() - 1)});
-      for (int64_t i = 0; i < rows; ++i, od.next()) {
-        T& o = out[od.offset(0)];
-        o = f(o, detail::fold(f, x + i * len, len, identity));
-      }
-    } else {
-      // The kept innermost group follows a reduced one: each (red, len) block of x combines
-      // into one len-run of out ((rows, len) -> (len) is a single block).
-      const int64_t red = g.dims[r - 2], block = red * len;
-      detail::fill_n(out, out_n, identity);
-      detail::Odometer<1> od(std::vector<int64_t>(g.dims.begin(), g.dims.end() - 2),
-                             {std::vector<int64_t>(os.begin(), os.end() - 2)});
-      for (int64_t b = 0, blocks = x_shape.numel() / block; b < blocks; ++b, od.next())
-        detail::combine_rows(f, out + od.offset(0), x + b * block, red, len);
+  if constexpr (is_half_v<T>) {  // accumulate in float, round each output once
+    const std::vector<float> xf = detail::widen(x, x_shape.numel());
+    std::vector<float> of(static_cast<size_t>(out_n));
+    reduce<float>(op, xf.data(), x_shape, axes, of.data());
+    detail::narrow(of.data(), out_n, out);
+  } else {
+    // Non-empty reductions start from the exact identity: -inf/+inf for floating max/min, so a
+    // row of -inf has max -inf (reduce_identity's finite lowest()/max() is what partial layouts
+    // pad with; see docs/operators.md).
+    const T identity = std::numeric_limits<T>::has_infinity && op != ReduceOp::kSum
+                           ? (op == ReduceOp::kMax ? -std::numeric_limits<T>::infinity() : std::numeric_limits<T>::infinity())
+                           : reduce_identity<T>(op);
+    const detail::ReduceGroups g = detail::group_axes(x_shape, axes);
+    const int64_t r = static_cast<int64_t>(g.dims.size());
+    if (r == 0 || (r == 1 && !g.reduced[0])) {  // nothing (of extent > 1) is reduced: a copy
+      std::copy_n(x, out_n, out);
+      return;
     }
-  });
+    // Each group's stride in out: dense over the kept groups, 0 over the reduced ones (x is
+    // walked in order, so it needs no strides).
+    std::vector<int64_t> os(r);
+    for (int64_t d = r - 1, so = 1; d >= 0; --d) {
+      os[d] = g.reduced[d] ? 0 : so;
+      if (!g.reduced[d]) so *= g.dims[d];
+    }
+    const int64_t len = g.dims.back();
+    const int64_t rows = x_shape.numel() / len;
+    std::vector<int64_t> outer(g.dims.begin(), g.dims.end() - 1);
+    detail::with_reduce_fn<T>(op, [&](auto f) {
+      if (g.reduced.back()) {
+        if (r == 1 || (r == 2 && !g.reduced[0])) {  // (rows, len) -> (rows): one fold per row
+          for (int64_t i = 0; i < rows; ++i) out[i] = static_cast<T>(detail::fold(f, x + i * len, len, identity));
+          return;
+        }
+        detail::fill_n(out, out_n, identity);
+        detail::Odometer<1> od(outer, {std::vector<int64_t>(os.begin(), os.end() - 1)});
+        for (int64_t i = 0; i < rows; ++i, od.next()) {
+          T& o = out[od.offset(0)];
+          o = f(o, detail::fold(f, x + i * len, len, identity));
+        }
+      } else {
+        // The kept innermost group follows a reduced one: each (red, len) block of x combines
+        // into one len-run of out ((rows, len) -> (len) is a single block).
+        const int64_t red = g.dims[r - 2], block = red * len;
+        detail::fill_n(out, out_n, identity);
+        detail::Odometer<1> od(std::vector<int64_t>(g.dims.begin(), g.dims.end() - 2),
+                               {std::vector<int64_t>(os.begin(), os.end() - 2)});
+        for (int64_t b = 0, blocks = x_shape.numel() / block; b < blocks; ++b, od.next())
+          detail::combine_rows(f, out + od.offset(0), x + b * block, red, len);
+      }
+    });
+  }
 }
 
-// x[i] *= factor for i < n (mean = sum then scale by 1/count); integer products wrap.
+// x[i] *= factor for i < n (mean = sum then scale by 1/count); integer products wrap. The
+// factor is in compute_t<T>, so a 16-bit mean rounds once (not 1/count first).
 template <Element T>
-void scale(T* x, int64_t n, T factor) {
-  detail::map1([factor](T v) { return detail::wrap_mul(v, factor); }, x, x, n);
+void scale(T* x, int64_t n, compute_t<T> factor) {
+  detail::map1([factor](compute_t<T> v) { return detail::wrap_mul(v, factor); }, x, x, n);
 }
 
 // Compiled into the library (core/instances.hpp).
 #define SPSD_CPU_REDUCE_INSTANCES(prefix, T)                                                   \
   prefix template void reduce<T>(ReduceOp, const T*, const Shape&, std::span<const int64_t>, T*); \
-  prefix template void scale<T>(T*, int64_t, T);
+  prefix template void scale<T>(T*, int64_t, compute_t<T>);
 SPSD_FOR_EACH_ELEMENT(SPSD_CPU_REDUCE_INSTANCES, extern)
 
 }  // namespace spsd::kernel::cpu

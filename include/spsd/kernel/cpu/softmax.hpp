@@ -107,67 +107,87 @@ inline std::array<int64_t, 3> axis_view(const Shape& shape, int64_t axis) {
 
 // out = softmax(x) along axis (log_softmax when log), x and out dense with this shape; out may
 // be x. A row of all -inf gives NaN (as torch does). Floating T only.
-template <Element T>
-  requires std::floating_point<T>
+template <FloatingElement T>
 void softmax(const T* x, const Shape& shape, int64_t axis, T* out, bool log) {
   SPSD_CHECK(axis >= 0 && axis < shape.ndim(), log ? "log_softmax" : "softmax", "axis ", axis,
              " is out of range for shape ", shape);
   if (shape.numel() == 0) return;
-  const auto [outer, len, inner] = detail::axis_view(shape, axis);
-  const int64_t block = len * inner;
-  if (inner == 1) {
-    for (int64_t o = 0; o < outer; ++o) detail::softmax_row(x + o * block, out + o * block, len, log);
-    return;
+  if constexpr (is_half_v<T>) {  // in float, each output rounded once
+    const int64_t n = shape.numel();
+    std::vector<float> buf = detail::widen(x, n);
+    softmax<float>(buf.data(), shape, axis, buf.data(), log);
+    detail::narrow(buf.data(), n, out);
+  } else {
+    const auto [outer, len, inner] = detail::axis_view(shape, axis);
+    const int64_t block = len * inner;
+    if (inner == 1) {
+      for (int64_t o = 0; o < outer; ++o) detail::softmax_row(x + o * block, out + o * block, len, log);
+      return;
+    }
+    std::vector<T> scratch(2 * inner);
+    for (int64_t o = 0; o < outer; ++o)
+      detail::softmax_block(x + o * block, out + o * block, len, inner, log, scratch.data(), scratch.data() + inner);
   }
-  std::vector<T> scratch(2 * inner);
-  for (int64_t o = 0; o < outer; ++o)
-    detail::softmax_block(x + o * block, out + o * block, len, inner, log, scratch.data(), scratch.data() + inner);
 }
 
 // dx, the gradient of x, from y = softmax(x) along axis (log_softmax when log) and g, the
 // gradient of y; y, g and dx dense with this shape, dx may be g. Per row one reduction and one
 // write: softmax dx = y (g - sum(g y)), log_softmax dx = g - exp(y) sum(g). Floating T only.
-template <Element T>
-  requires std::floating_point<T>
+template <FloatingElement T>
 void softmax_backward(const T* y, const T* g, const Shape& shape, int64_t axis, T* dx, bool log) {
   SPSD_CHECK(axis >= 0 && axis < shape.ndim(), log ? "log_softmax_grad" : "softmax_grad", "axis ", axis,
              " is out of range for shape ", shape);
   if (shape.numel() == 0) return;
-  const auto [outer, len, inner] = detail::axis_view(shape, axis);
-  const int64_t block = len * inner;
-  if (inner == 1) {
+  if constexpr (is_half_v<T>) {
+    const int64_t n = shape.numel();
+    const std::vector<float> yf = detail::widen(y, n);
+    std::vector<float> gf = detail::widen(g, n);
+    softmax_backward<float>(yf.data(), gf.data(), shape, axis, gf.data(), log);
+    detail::narrow(gf.data(), n, dx);
+  } else {
+    const auto [outer, len, inner] = detail::axis_view(shape, axis);
+    const int64_t block = len * inner;
+    if (inner == 1) {
+      for (int64_t o = 0; o < outer; ++o)
+        detail::softmax_backward_row(y + o * block, g + o * block, dx + o * block, len, log);
+      return;
+    }
+    std::vector<T> sum(inner);
     for (int64_t o = 0; o < outer; ++o)
-      detail::softmax_backward_row(y + o * block, g + o * block, dx + o * block, len, log);
-    return;
+      detail::softmax_backward_block(y + o * block, g + o * block, dx + o * block, len, inner, log, sum.data());
   }
-  std::vector<T> sum(inner);
-  for (int64_t o = 0; o < outer; ++o)
-    detail::softmax_backward_block(y + o * block, g + o * block, dx + o * block, len, inner, log, sum.data());
 }
 
 // Cross-entropy backward on rows of logits (rows, classes), the class axis whole:
 // dx = (softmax(logits) - onehot(labels)) * g[0] / total_rows (total_rows: N of the whole
 // batch, the mean's divisor), a zero row for a label outside [0, classes). Per row a max and a
 // sum-of-exp pass over the logits and one write; g is read here (on a device, by the kernel).
-template <Element T>
-  requires std::floating_point<T>
+template <FloatingElement T>
 void cross_entropy_backward(const T* logits, const int64_t* labels, const T* g, int64_t rows, int64_t classes,
                             int64_t total_rows, T* dx) {
   if (rows == 0 || classes == 0) return;
-  const T scale = g[0] / static_cast<T>(total_rows);
-  const auto add = [](T a, T b) { return a + b; };
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* x = logits + r * classes;
-    T* o = dx + r * classes;
-    const int64_t label = labels[r];
-    if (label < 0 || label >= classes) {
-      detail::fill_n(o, classes, T(0));
-      continue;
+  if constexpr (is_half_v<T>) {
+    const int64_t n = rows * classes;
+    std::vector<float> buf = detail::widen(logits, n);
+    const float gf = g[0];
+    cross_entropy_backward<float>(buf.data(), labels, &gf, rows, classes, total_rows, buf.data());
+    detail::narrow(buf.data(), n, dx);
+  } else {
+    const T scale = g[0] / static_cast<T>(total_rows);
+    const auto add = [](T a, T b) { return a + b; };
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* x = logits + r * classes;
+      T* o = dx + r * classes;
+      const int64_t label = labels[r];
+      if (label < 0 || label >= classes) {
+        detail::fill_n(o, classes, T(0));
+        continue;
+      }
+      const T mx = detail::fold(detail::MaxOf{}, x, classes, -std::numeric_limits<T>::infinity());
+      const T k = scale / detail::fold_map(add, [mx](T v) { return std::exp(v - mx); }, x, classes, T(0));
+      detail::map1([mx, k](T v) { return std::exp(v - mx) * k; }, x, o, classes);
+      o[label] -= scale;
     }
-    const T mx = detail::fold(detail::MaxOf{}, x, classes, -std::numeric_limits<T>::infinity());
-    const T k = scale / detail::fold_map(add, [mx](T v) { return std::exp(v - mx); }, x, classes, T(0));
-    detail::map1([mx, k](T v) { return std::exp(v - mx) * k; }, x, o, classes);
-    o[label] -= scale;
   }
 }
 

@@ -1,0 +1,37 @@
+#pragma once
+// convert<To>(v): one element from any element type to any other, as cast() defines it. The cpu
+// loop and the CUDA kernel both inline this, so both sides convert alike, bit for bit.
+//   floating -> floating   to nearest (even); a 16-bit type goes through float (exact), and
+//                          double -> 16-bit rounds to float first (two roundings, as PyTorch)
+//   floating -> integer    truncates toward zero, saturates at the type's range, NaN gives 0
+//                          (C++ leaves those undefined; CUDA's conversion instructions do this)
+//   integer -> floating    to nearest; int -> 16-bit through float
+//   integer -> integer     modulo 2^bits (C++20)
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+
+#include "spsd/core/config.hpp"
+#include "spsd/core/dtype.hpp"
+
+namespace spsd::kernel {
+
+template <Element To, Element From>
+SPSD_HOST_DEVICE inline To convert(From v) {
+  if constexpr (std::is_same_v<To, From>) {
+    return v;
+  } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
+    const double d = static_cast<double>(static_cast<compute_t<From>>(v));
+    constexpr double kLimit = static_cast<double>(uint64_t{1} << (8 * sizeof(To) - 1));  // 2^(bits-1), exact
+    if (!(d == d)) return To{0};
+    if (d >= kLimit) return std::numeric_limits<To>::max();
+    if (d < -kLimit) return std::numeric_limits<To>::min();
+    return static_cast<To>(d);
+  } else if constexpr (is_half_v<To>) {
+    return To(static_cast<float>(static_cast<compute_t<From>>(v)));
+  } else {
+    return static_cast<To>(static_cast<compute_t<From>>(v));
+  }
+}
+
+}  // namespace spsd::kernel
