@@ -2,6 +2,8 @@
 
 #include <cstring>
 
+#include "spsd/kernel/convert.hpp"
+
 namespace spsd::detail {
 
 void convert_elements(const void* src, DType from, void* dst, DType to, int64_t n) {
@@ -14,10 +16,9 @@ void convert_elements(const void* src, DType from, void* dst, DType to, int64_t 
       if constexpr (FloatingElement<From> && FloatingElement<To>) {
         const From* in = static_cast<const From*>(src);
         To* out = static_cast<To*>(dst);
-        // Through compute_t: a 16-bit value is read as the float it is exactly.
-        for (int64_t i = 0; i < n; ++i) out[i] = static_cast<To>(static_cast<compute_t<From>>(in[i]));
+        for (int64_t i = 0; i < n; ++i) out[i] = kernel::convert<To>(in[i]);  // cast<To>'s conversion
       } else {
-        SPSD_CHECK(from == to, "load_checkpoint", "no conversion from ", from, " to ", to);
+        throw_error("load_checkpoint", "no conversion from ", from, " to ", to);  // callers check loads_as
       }
     });
   });

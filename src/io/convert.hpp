@@ -1,6 +1,6 @@
 #pragma once
 // Loading a stored tensor into another floating dtype (docs/checkpoints.md, "Loading into another
-// dtype"): the elements convert as static_cast does, which is what cast<U> computes.
+// dtype"): the elements convert as cast<U> converts them (kernel/convert.hpp).
 #include <cstdint>
 
 #include "spsd/core/dtype.hpp"
