@@ -4,6 +4,10 @@
 //   tools/mpirun -np 2 build-bench/bench/boxing [--quick] [--zero-fill]
 //   tools/mpirun -np 4 build-bench/bench/boxing [--quick] [--zero-fill]
 //
+// After the float32 table, the same conversions on bfloat16 matrices of the same shapes (1 and
+// 16 MiB as float32): the bytes the counters saw next to float32's (half), under
+// HalfReduction::kFloat32Wire too, and spsd's time (no baseline).
+//
 // The tensor is a square float32 matrix of S bytes (512^2, 2048^2, 4096^2 for 1, 16, 64 MiB)
 // on placement ranks [0..n) (1-d) or [[0, 1], [2, 3]] (the 2x2 case, 4 ranks only). Per case
 // the source GlobalTensor is built once; each spsd call is `x.to_global(placement, nd_sbp)`
@@ -86,17 +90,26 @@ struct Geometry {
   int64_t numel() const { return rows * cols; }
 };
 
+// The square matrix of (at least) float_bytes bytes as float32, the side a power of two.
+Geometry square_of(int64_t float_bytes) {
+  int64_t side = 1;
+  while (side * side * 4 < float_bytes) side *= 2;
+  return {side, side};
+}
+
 // Values are small integers so that sums are exact and both sides must agree bit for bit.
 float value_at(int64_t g) { return static_cast<float>(g % 4093); }
 
-// The local component of `box` of the matrix; partial sources add the rank on each rank.
-spsd::Tensor<float> fill_box(const Geometry& geo, const spsd::Box& box, float add) {
-  spsd::Tensor<float> t(box.shape());
-  float* p = t.data();
+// The local component of `box` of the matrix; partial sources add the rank on each rank
+// (a bfloat16 element is that float rounded once).
+template <class T>
+spsd::Tensor<T> fill_box(const Geometry& geo, const spsd::Box& box, float add) {
+  spsd::Tensor<T> t(box.shape());
+  T* p = t.data();
   const int64_t bc = box.end[1] - box.begin[1];
   for (int64_t i = box.begin[0]; i < box.end[0]; ++i)
     for (int64_t j = box.begin[1]; j < box.end[1]; ++j)
-      p[(i - box.begin[0]) * bc + (j - box.begin[1])] = value_at(i * geo.cols + j) + add;
+      p[(i - box.begin[0]) * bc + (j - box.begin[1])] = T(value_at(i * geo.cols + j) + add);
   return t;
 }
 
@@ -218,6 +231,84 @@ std::string mib(int64_t bytes) {
   return buf;
 }
 
+// Rank 0's bytes received by one conversion of x (complete: synchronized), by the counters.
+template <class T>
+int64_t received_by_one_call(const GlobalTensor<T>& x, const Placement& p, const NdSbp& to) {
+  spsd::synchronize();
+  spsd::reset_comm_stats();
+  GlobalTensor<T> y = x.to_global(p, to);
+  spsd::synchronize();
+  return spsd::comm_stats().bytes_received;
+}
+
+// The conversions of the float32 table on a bfloat16 matrix of the same shape: rank 0's bytes
+// received (counters) next to float32's, so the ratio is 0.50 for moves and 16-bit reductions;
+// the same under HalfReduction::kFloat32Wire (2 bytes per element moved, 4 per element reduced);
+// spsd's median time. Results are checked: moves carry the 16-bit values; a P(sum) result is the
+// float32 sum of the rank pieces in rank order, rounded once (docs/communicators.md).
+void half_table(const Env& env, const Placement& line, const Placement& square, bool quick) {
+  using spsd::bfloat16;
+  if (env.rank == 0) {
+    std::printf("\nbfloat16: the same conversions, the same shapes; bytes rank 0 received by the counters\n\n");
+    std::printf("| case | shape | ranks | float32 received | bfloat16 received | bfloat16/float32 | plan | bfloat16, "
+                "float32 wire | plan, float32 wire | bfloat16 spsd median (ms) | reps |\n");
+    std::printf("|---|---|---:|---:|---:|---:|---|---:|---|---:|---:|\n");
+  }
+  const int64_t sizes[] = {int64_t{1} << 20, int64_t{16} << 20};
+  for (Case& c : cases()) {
+    if (c.mesh2x2 && env.n != 4) continue;
+    const Placement& p = c.mesh2x2 ? square : line;
+    for (int64_t float_bytes : sizes) {
+      const Geometry geo = square_of(float_bytes);
+      const Shape shape{geo.rows, geo.cols};
+      const int me = env.rank;
+      const spsd::Box src_box = c.partial ? spsd::full_box(shape) : spsd::box_of(shape, p, c.from, me);
+      const float add = c.partial ? static_cast<float>(me) : 0.0f;
+      const GlobalTensor<float> x32 = spsd::to_global(fill_box<float>(geo, src_box, add), p, c.from, shape);
+      const GlobalTensor<bfloat16> x16 = spsd::to_global(fill_box<bfloat16>(geo, src_box, add), p, c.from, shape);
+      auto plan16 = [&] { return plan_label(*spsd::plan_boxing(shape, spsd::DType::kBFloat16, {p, c.from}, {p, c.to})); };
+      const int64_t bytes32 = received_by_one_call(x32, p, c.to), bytes16 = received_by_one_call(x16, p, c.to);
+      const std::string plan = plan16();
+      // A wider wire makes reductions dearer, so the planner may choose another plan.
+      spsd::set_half_reduction(spsd::HalfReduction::kFloat32Wire);  // every rank, after a synchronize
+      const int64_t bytes16_wide = received_by_one_call(x16, p, c.to);
+      const std::string plan_wide = plan16();
+      spsd::set_half_reduction(spsd::HalfReduction::kNative);
+
+      const GlobalTensor<bfloat16> y = x16.to_global(p, c.to);
+      const spsd::Box dst_box = spsd::box_of(shape, p, c.to, me);
+      const spsd::Tensor<bfloat16>& got = y.to_local();
+      const int64_t dc = dst_box.end[1] - dst_box.begin[1];
+      for (int64_t k = 0; k < got.numel(); ++k) {
+        const int64_t g = (dst_box.begin[0] + k / dc) * geo.cols + dst_box.begin[1] + k % dc;
+        float sum = static_cast<float>(bfloat16(value_at(g)));
+        for (int m = 1; c.partial && m < env.n; ++m) sum += static_cast<float>(bfloat16(value_at(g) + static_cast<float>(m)));
+        const bfloat16 want(c.partial ? sum : value_at(g));
+        if (got.data()[k].bits != want.bits)
+          fail(std::string(c.name) + " in bfloat16: element " + std::to_string(k) + " is " +
+               std::to_string(static_cast<float>(got.data()[k])) + ", expected " + std::to_string(static_cast<float>(want)));
+      }
+
+      const int reps = min_repetitions(quick) * (quick ? 1 : 4);
+      std::vector<double> times(reps);
+      for (double& t : times) {
+        MPI_Barrier(env.world);
+        const double t0 = MPI_Wtime();
+        GlobalTensor<bfloat16> out = x16.to_global(p, c.to);
+        spsd::synchronize();
+        t = MPI_Wtime() - t0;
+      }
+      MPI_Allreduce(MPI_IN_PLACE, times.data(), reps, MPI_DOUBLE, MPI_MAX, env.world);
+      if (me == 0)
+        std::printf("| %s | %s | %d | %s | %s | %.2f | %s | %s | %s | %.3f | %d |\n", c.name, shape.to_string().c_str(),
+                    env.n, mib(bytes32).c_str(), mib(bytes16).c_str(),
+                    bytes32 ? static_cast<double>(bytes16) / static_cast<double>(bytes32) : 0.0, plan.c_str(),
+                    mib(bytes16_wide).c_str(), plan_wide.c_str(), median(times) * 1e3, reps);
+      std::fflush(stdout);
+    }
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -265,16 +356,14 @@ int main(int argc, char** argv) {
     if (c.mesh2x2 && env.n != 4) continue;
     const Placement& p = c.mesh2x2 ? square : line;
     for (int64_t bytes : sizes) {
-      int64_t side = 1;
-      while (side * side * 4 < bytes) side *= 2;
-      const Geometry geo{side, side};
+      const Geometry geo = square_of(bytes);
       const Shape shape{geo.rows, geo.cols};
       const int me = env.rank;
 
       // The source, built once: this rank's box of the matrix (plus the rank on partial layouts).
       spsd::Box src_box = spsd::box_of(shape, p, c.from, me), dst_box = spsd::box_of(shape, p, c.to, me);
-      spsd::Tensor<float> local =
-          c.partial ? fill_box(geo, spsd::full_box(shape), static_cast<float>(me)) : fill_box(geo, src_box, 0.0f);
+      spsd::Tensor<float> local = c.partial ? fill_box<float>(geo, spsd::full_box(shape), static_cast<float>(me))
+                                            : fill_box<float>(geo, src_box, 0.0f);
       GlobalTensor<float> x = spsd::to_global(local, p, c.from, shape);
       std::shared_ptr<const spsd::Plan> plan = spsd::plan_boxing(shape, spsd::DType::kFloat32, {p, c.from}, {p, c.to});
 
@@ -352,6 +441,8 @@ int main(int argc, char** argv) {
       }
     }
   }
+
+  half_table(env, line, square, quick);
 
   if (env.row != MPI_COMM_NULL) MPI_Comm_free(&env.row);
   if (env.col != MPI_COMM_NULL) MPI_Comm_free(&env.col);

@@ -11,7 +11,7 @@ int64_t rounds(int64_t n, int64_t max_messages) { return 2 * log_rounds(n, max_m
 
 AxisTraffic member_traffic(const AxisGroup& g, const StepView&) {
   int64_t count = g.old_box(g.me).numel();
-  return {traffic::all_reduce(count, g.size(), g.me), count};
+  return {traffic::all_reduce(count, g.size(), g.me), count, true};
 }
 
 StoragePtr run(const AxisGroup& g, const StepView& step, const StoragePtr& in) {

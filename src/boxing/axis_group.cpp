@@ -40,6 +40,7 @@ void fill_group(AxisGroup& g, const Placement& p, int64_t axis, int64_t leader_p
 StepTraffic axis_step_traffic(const StepView& step, MemberTraffic member) {
   const Placement& p = step.from.placement;
   const int64_t n = p.mesh()[step.mesh_axis], stride = axis_stride(p, step.mesh_axis), elem = size_of(step.dtype);
+  const int64_t reduced_elem = size_of(reduction_wire_dtype(step.dtype));  // as the communicator counts it
   StepTraffic out;
   out.members = n;
   out.ranks.reserve(p.size());
@@ -49,7 +50,8 @@ StepTraffic axis_step_traffic(const StepView& step, MemberTraffic member) {
     fill_group(g, p, step.mesh_axis, pos, step.from_boxes, step.to_boxes);
     for (g.me = 0; g.me < g.size(); ++g.me) {
       AxisTraffic a = member(g, step);
-      out.ranks.push_back({g.ranks[g.me], a.wire.sent * elem, a.wire.received * elem, 0});
+      const int64_t wire_elem = a.reduces ? reduced_elem : elem;
+      out.ranks.push_back({g.ranks[g.me], a.wire.sent * wire_elem, a.wire.received * wire_elem, 0});
       out.max_local = std::max(out.max_local, a.local_elems * elem);
     }
   }

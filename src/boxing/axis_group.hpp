@@ -6,6 +6,7 @@
 
 #include "primitive.hpp"
 #include "spsd/kernel/box_copy.hpp"
+#include "spsd/comm/half_reduction.hpp"
 #include "spsd/comm/traffic.hpp"
 
 namespace spsd::detail {
@@ -30,6 +31,7 @@ struct AxisGroup {
 struct AxisTraffic {
   traffic::Traffic wire;
   int64_t local_elems = 0;
+  bool reduces = false;  // a reduction: its elements travel in reduction_wire_dtype
 };
 
 // Whether the members' boxes (box(m): their old or new ones) follow each other in whole's

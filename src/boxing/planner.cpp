@@ -16,6 +16,7 @@
 #include "../layout/cache_key.hpp"
 #include "primitive.hpp"
 #include "spsd/boxing/cost.hpp"
+#include "spsd/comm/half_reduction.hpp"
 #include "spsd/layout/split.hpp"
 
 namespace spsd {
@@ -311,6 +312,7 @@ std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const P
   key.words.reserve(24 + shape.ndim() + from.size() + to.size());
   key.add(shape);
   key.add(static_cast<int64_t>(dtype));
+  key.add(static_cast<int64_t>(reduction_wire_dtype(dtype)));  // a 16-bit reduction's bytes depend on the setting
   key.add(from);
   key.add(from_sbp);
   key.add(to);

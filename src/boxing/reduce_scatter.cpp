@@ -8,7 +8,7 @@ namespace spsd::detail {
 namespace {
 
 AxisTraffic member_traffic(const AxisGroup& g, const StepView&) {
-  return {traffic::reduce_scatter(g.new_counts, g.me), g.new_box(g.me).numel()};
+  return {traffic::reduce_scatter(g.new_counts, g.me), g.new_box(g.me).numel(), true};
 }
 
 StoragePtr run(const AxisGroup& g, const StepView& step, const StoragePtr& in) {

@@ -65,9 +65,9 @@ void Communicator::check_counts(const char* op, const char* arg, std::span<const
     SPSD_CHECK(c >= 0, op, arg, " must be non-negative, got ", detail::join({counts.begin(), counts.end()}));
 }
 
-void Communicator::account(CollectiveKind kind, traffic::Traffic elems, DType dtype, ObservedClock::time_point begin,
-                           int64_t messages) {
-  const int64_t sent = elems.sent * size_of(dtype), received = elems.received * size_of(dtype);
+void Communicator::account(CollectiveKind kind, traffic::Traffic elems, DType dtype, DType wire,
+                           ObservedClock::time_point begin, int64_t messages) {
+  const int64_t sent = elems.sent * size_of(wire), received = elems.received * size_of(wire);
   stats_->bytes_sent += sent;
   stats_->bytes_received += received;
   stats_->messages += messages;
@@ -85,8 +85,10 @@ void Communicator::all_reduce(const void* send, void* recv, int64_t count, DType
   check_reduce_op("all_reduce", op);
   check_buffer("all_reduce", "send", send, count);
   check_buffer("all_reduce", "recv", recv, count);
-  do_all_reduce(send, recv, count, dtype, op);
-  account(CollectiveKind::kAllReduce, traffic::all_reduce(count, size(), rank_), dtype, begin);
+  const DType wire = reduction_wire_dtype(dtype);  // read once: the setting may change meanwhile
+  if (is_half(dtype) && !reduces_halves()) all_reduce_halves(send, recv, count, dtype, wire, op);
+  else do_all_reduce(send, recv, count, dtype, op);
+  account(CollectiveKind::kAllReduce, traffic::all_reduce(count, size(), rank_), dtype, wire, begin);
 }
 
 void Communicator::reduce_scatter(const void* send, void* recv, int64_t recv_count, DType dtype, ReduceOp op) {
@@ -105,8 +107,10 @@ void Communicator::reduce_scatter_v(const void* send, void* recv, std::span<cons
   check_reduce_op("reduce_scatter", op);
   check_buffer("reduce_scatter", "send", send, total(counts));
   check_buffer("reduce_scatter", "recv", recv, counts[rank_]);
-  do_reduce_scatter(send, recv, counts, dtype, op);
-  account(CollectiveKind::kReduceScatter, traffic::reduce_scatter(counts, rank_), dtype, begin);
+  const DType wire = reduction_wire_dtype(dtype);
+  if (is_half(dtype) && !reduces_halves()) reduce_scatter_halves(send, recv, counts, dtype, wire, op);
+  else do_reduce_scatter(send, recv, counts, dtype, op);
+  account(CollectiveKind::kReduceScatter, traffic::reduce_scatter(counts, rank_), dtype, wire, begin);
 }
 
 void Communicator::all_gather(const void* send, void* recv, int64_t send_count, DType dtype) {
@@ -124,7 +128,7 @@ void Communicator::all_gather_v(const void* send, void* recv, std::span<const in
   check_buffer("all_gather", "send", send, counts[rank_]);
   check_buffer("all_gather", "recv", recv, total(counts));
   do_all_gather(send, recv, counts, dtype);
-  account(CollectiveKind::kAllGather, traffic::all_gather(counts, rank_), dtype, begin);
+  account(CollectiveKind::kAllGather, traffic::all_gather(counts, rank_), dtype, dtype, begin);
 }
 
 void Communicator::all_to_all(const void* send, void* recv, int64_t count_per_peer, DType dtype) {
@@ -151,7 +155,7 @@ void Communicator::all_to_all_checked(const void* send, std::span<const int64_t>
   check_buffer("all_to_all", "send", send, total(send_counts));
   check_buffer("all_to_all", "recv", recv, total(recv_counts));
   do_all_to_all(send, send_counts, recv, recv_counts, dtype, uniform);
-  account(CollectiveKind::kAllToAll, traffic::all_to_all(send_counts, recv_counts, rank_), dtype, begin);
+  account(CollectiveKind::kAllToAll, traffic::all_to_all(send_counts, recv_counts, rank_), dtype, dtype, begin);
 }
 
 void Communicator::broadcast(void* buffer, int64_t count, DType dtype, int64_t root) {
@@ -162,7 +166,7 @@ void Communicator::broadcast(void* buffer, int64_t count, DType dtype, int64_t r
   SPSD_CHECK(root >= 0 && root < size(), "broadcast", "root ", root, " is not a member of ", to_string());
   check_buffer("broadcast", "buffer", buffer, count);
   do_broadcast(buffer, count, dtype, root);
-  account(CollectiveKind::kBroadcast, traffic::broadcast(count, size(), rank_, root), dtype, begin);
+  account(CollectiveKind::kBroadcast, traffic::broadcast(count, size(), rank_, root), dtype, dtype, begin);
 }
 
 void Communicator::send_recv(std::span<const SendSpec> sends, std::span<const RecvSpec> recvs, DType dtype) {
@@ -183,14 +187,14 @@ void Communicator::send_recv(std::span<const SendSpec> sends, std::span<const Re
     if (r.peer != rank_) received += r.count;
   }
   do_send_recv(sends, recvs, dtype);
-  account(CollectiveKind::kSendRecv, {sent, received}, dtype, begin, messages);
+  account(CollectiveKind::kSendRecv, {sent, received}, dtype, dtype, begin, messages);
 }
 
 void Communicator::barrier() {
   before_call();
   const ObservedClock::time_point begin = observed_begin();
   do_barrier();
-  account(CollectiveKind::kBarrier, {}, DType::kFloat32, begin);
+  account(CollectiveKind::kBarrier, {}, DType::kFloat32, DType::kFloat32, begin);
 }
 
 }  // namespace spsd

@@ -23,14 +23,22 @@ void check_mpi(int code, const char* op) {
   throw_error(op, "MPI error: ", std::string(text, len));
 }
 
+// The datatype elements of t move as. MPI has no 16-bit float types: they move as 2-byte words
+// and are never reduced by MPI (Communicator reduces them above the backend, reduces_halves()).
 MPI_Datatype mpi_type(DType t) {
   switch (t) {
     case DType::kFloat32: return MPI_FLOAT;
     case DType::kFloat64: return MPI_DOUBLE;
     case DType::kInt32: return MPI_INT32_T;
     case DType::kInt64: return MPI_INT64_T;
+    case DType::kBFloat16: case DType::kFloat16: return MPI_UINT16_T;
   }
-  throw_error("mpi", "no MPI datatype for ", t);
+  throw_error("mpi", "no MPI datatype for dtype value ", static_cast<int>(t));
+}
+// The datatype MPI reduces t as: an MPI_SUM of 16-bit floats as MPI_UINT16_T would add bit patterns.
+MPI_Datatype mpi_reduction_type(DType t, const char* op) {
+  SPSD_CHECK(!is_half(t), op, "the MPI backend cannot reduce ", t, " (the communicator reduces 16-bit types itself)");
+  return mpi_type(t);
 }
 
 MPI_Op mpi_op(ReduceOp op) {
@@ -142,7 +150,8 @@ void MpiCommunicator::wait(MPI_Request& request, const char* op) {
 // Count and displacement arrays stay alive until wait() returns: MPI reads them until completion.
 void MpiCommunicator::do_all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op) {
   MPI_Request request;
-  check_mpi(MPI_Iallreduce(in_place_if(send, recv), recv, as_int(count, "all_reduce"), mpi_type(t), mpi_op(op), native(),
+  check_mpi(MPI_Iallreduce(in_place_if(send, recv), recv, as_int(count, "all_reduce"), mpi_reduction_type(t, "all_reduce"),
+                           mpi_op(op), native(),
                            &request),
             "all_reduce");
   wait(request, "all_reduce");
@@ -152,15 +161,16 @@ void MpiCommunicator::do_reduce_scatter(const void* send, void* recv, std::span<
                                         ReduceOp op) {
   // MPI_IN_PLACE reads the input from recv and leaves the result at its start, as we promise.
   const void* in = in_place_if(send, recv);
+  const MPI_Datatype type = mpi_reduction_type(t, "reduce_scatter");
   MPI_Request request;
   std::vector<int> int_counts;
   if (uniform(counts)) {
-    check_mpi(MPI_Ireduce_scatter_block(in, recv, as_int(counts[0], "reduce_scatter"), mpi_type(t), mpi_op(op), native(),
+    check_mpi(MPI_Ireduce_scatter_block(in, recv, as_int(counts[0], "reduce_scatter"), type, mpi_op(op), native(),
                                         &request),
               "reduce_scatter");
   } else {
     int_counts = as_ints(counts, "reduce_scatter");
-    check_mpi(MPI_Ireduce_scatter(in, recv, int_counts.data(), mpi_type(t), mpi_op(op), native(), &request),
+    check_mpi(MPI_Ireduce_scatter(in, recv, int_counts.data(), type, mpi_op(op), native(), &request),
               "reduce_scatter");
   }
   wait(request, "reduce_scatter");

@@ -31,6 +31,7 @@ class MpiCommunicator final : public Communicator {
   void do_broadcast(void* buffer, int64_t count, DType, int64_t root) override;
   void do_send_recv(std::span<const SendSpec>, std::span<const RecvSpec>, DType) override;
   void do_barrier() override;
+  bool reduces_halves() const override { return false; }
 
  private:
   // Waits (bounded) for the one request a nonblocking collective returned.

@@ -19,8 +19,9 @@ std::string box_line(const std::string& name, const StoredBox& b) {
 
 namespace {
 DType parse_dtype(const std::string& s, bool& ok) {
-  for (DType t : {DType::kFloat32, DType::kFloat64, DType::kInt32, DType::kInt64})
-    if (to_string(t) == s) return t;
+  // Every DType: the enumerators are numbered from 0 without gaps (dtype.hpp).
+  for (int i = 0; is_valid(static_cast<DType>(i)); ++i)
+    if (to_string(static_cast<DType>(i)) == s) return static_cast<DType>(i);
   ok = false;
   return DType::kFloat32;
 }

@@ -2,6 +2,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 namespace spsd_test {
 
@@ -16,22 +17,30 @@ struct Reference {
   std::string name;
   DType dtype;
   Shape shape;
+  std::optional<ReduceOp> partial = {};  // saved as (P(op), S(0)): the op over the rows of kReducedShape
 };
 
-// Saved as (S(0), S(1)) on the 2x2 mesh, except psum / pmax: (P(sum|max), S(0)), the sums and
-// maxima over the rows of an (8, 6) tensor. Uneven: 7 rows, 5 columns; i32's one column leaves
-// half the ranks empty; big spans several checksum chunks per box.
+// Saved as (S(0), S(1)) on the 2x2 mesh, except the partial ones: (P(sum|max), S(0)), the sums
+// and maxima over the rows of an (8, 6) tensor. Uneven: 7 rows, 5 columns; i32's one column
+// leaves half the ranks empty; big spans several checksum chunks per box.
 const std::vector<Reference>& references() {
   static const std::vector<Reference> r = {
-      {"big", DType::kFloat32, Shape{1024, 512}}, {"f32", DType::kFloat32, Shape{7, 5}},
-      {"f64", DType::kFloat64, Shape{5, 3, 2}},   {"i32", DType::kInt32, Shape{3, 1}},
-      {"i64", DType::kInt64, Shape{6, 4}},        {"pmax", DType::kInt64, Shape{6}},
-      {"psum", DType::kInt64, Shape{6}}};
+      {"big", DType::kFloat32, Shape{1024, 512}},
+      {"bf16", DType::kBFloat16, Shape{7, 5}},
+      {"bf16_psum", DType::kBFloat16, Shape{6}, ReduceOp::kSum},
+      {"f16", DType::kFloat16, Shape{5, 3, 2}},
+      {"f16_pmax", DType::kFloat16, Shape{6}, ReduceOp::kMax},
+      {"f32", DType::kFloat32, Shape{7, 5}},
+      {"f64", DType::kFloat64, Shape{5, 3, 2}},
+      {"i32", DType::kInt32, Shape{3, 1}},
+      {"i64", DType::kInt64, Shape{6, 4}},
+      {"pmax", DType::kInt64, Shape{6}, ReduceOp::kMax},
+      {"psum", DType::kInt64, Shape{6}, ReduceOp::kSum}};  // last in name order: the "flipped" damage hits it
   return r;
 }
 const Shape kReducedShape{8, 6};
 
-// Deterministic values with every bit of the mantissa in use (thirds) for floats.
+// Deterministic values with every bit of the mantissa in use (thirds, rounded once) for floats.
 template <class T>
 std::vector<T> values(const std::string& name, const Shape& shape) {
   uint64_t seed = 0;
@@ -39,22 +48,47 @@ std::vector<T> values(const std::string& name, const Shape& shape) {
   std::vector<T> v(shape.numel());
   for (size_t i = 0; i < v.size(); ++i) {
     const uint64_t h = i * 2654435761ull + seed * 40503ull;
-    if constexpr (std::is_floating_point_v<T>) v[i] = static_cast<T>(static_cast<int64_t>(h % 2001) - 1000) / T(3);
+    const int64_t k = static_cast<int64_t>(h % 2001) - 1000;
+    if constexpr (is_half_v<T>) v[i] = T(static_cast<float>(k) / 3.0f);
+    else if constexpr (std::is_floating_point_v<T>) v[i] = static_cast<T>(k) / T(3);
     else v[i] = static_cast<T>(static_cast<int64_t>(h % 200001) - 100000);
   }
   return v;
 }
 
-// The logical value of a reference tensor.
+// a op b, computed as the communicator and the kernels do: in compute_t<T>, rounded once.
+template <class T>
+T combined(ReduceOp op, T a, T b) {
+  using C = compute_t<T>;
+  return op == ReduceOp::kSum ? static_cast<T>(static_cast<C>(a) + static_cast<C>(b)) : std::max(a, b);
+}
+
+// A partial reference is saved from explicit pieces: mesh position (a, b) of the 2x2 grid holds
+// the op over rows 4a..4a+3 of kReducedShape's values, in columns 3b..3b+2 (the S(0) of mesh axis
+// 1), each rounded once: the pieces a sum(src, {0}) of the (S(0), S(1)) tensor would leave.
+template <class T>
+std::vector<T> partial_piece(const Reference& r, int64_t a, int64_t b) {
+  const std::vector<T> src = values<T>("reduced", kReducedShape);
+  std::vector<T> piece(3);
+  for (int64_t j = 0; j < 3; ++j) {
+    compute_t<T> acc = src[4 * a * 6 + 3 * b + j];
+    for (int64_t i = 4 * a + 1; i < 4 * a + 4; ++i) {
+      const compute_t<T> x = src[i * 6 + 3 * b + j];
+      acc = *r.partial == ReduceOp::kSum ? acc + x : std::max(acc, x);
+    }
+    piece[j] = static_cast<T>(acc);
+  }
+  return piece;
+}
+
+// The logical value of a reference tensor; a partial one's is its two pieces combined once (the
+// save's all-reduce: for 16-bit sums the float32 sum rounded once).
 template <class T>
 std::vector<T> expected(const Reference& r) {
-  if (r.name != "psum" && r.name != "pmax") return values<T>(r.name, r.shape);
-  const std::vector<T> src = values<T>("reduced", kReducedShape);
+  if (!r.partial) return values<T>(r.name, r.shape);
   std::vector<T> out(6);
-  for (int64_t j = 0; j < 6; ++j) {
-    out[j] = src[j];
-    for (int64_t i = 1; i < 8; ++i) out[j] = r.name == "psum" ? out[j] + src[i * 6 + j] : std::max(out[j], src[i * 6 + j]);
-  }
+  for (int64_t j = 0; j < 6; ++j)
+    out[j] = combined(*r.partial, partial_piece<T>(r, 0, j / 3)[j % 3], partial_piece<T>(r, 1, j / 3)[j % 3]);
   return out;
 }
 
@@ -129,6 +163,40 @@ void load_and_compare(Failures& failures, const std::string& dir, const Referenc
   expect_elements(failures, what, t.to_local().to_vector().data(), mine);
 }
 
+// Every floating reference but big loaded into every other floating dtype, as (S(0)) on a line of
+// the world: each element must be static_cast<U> of the stored value read exactly (through float
+// for a 16-bit one), i.e. what cast<U> gives. Returns the loads done.
+int check_conversions(Failures& failures, const std::string& dir) {
+  const Placement line("cpu", first_ranks(world_size()));
+  int loads = 0;
+  for (const Reference& r : references()) {
+    if (!is_floating(r.dtype) || r.name == "big") continue;
+    visit_dtype(r.dtype, [&]<class T>() {
+      if constexpr (FloatingElement<T>) {
+        const std::vector<T> stored = expected<T>(r);
+        const Box mine = box_of(r.shape, line, sbp::split(0), rank());
+        auto into = [&]<class U>() {
+          if constexpr (!std::is_same_v<U, T>) {
+            std::vector<U> want;
+            for (T x : piece(stored, r.shape, mine)) want.push_back(static_cast<U>(static_cast<compute_t<T>>(x)));
+            const GlobalTensor<U> t = load_checkpoint<U>(dir, r.name, line, sbp::split(0));
+            expect_elements(failures,
+                            "load " + r.name + " (" + std::string(to_string(r.dtype)) + ") as " +
+                                std::string(to_string(dtype_of<U>)) + ", (S(0)) on rank " + std::to_string(rank()),
+                            t.to_local().to_vector().data(), want);
+            ++loads;
+          }
+        };
+        into.template operator()<float>();
+        into.template operator()<double>();
+        into.template operator()<spsd::bfloat16>();
+        into.template operator()<spsd::float16>();
+      }
+    });
+  }
+  return loads;
+}
+
 // big, loaded S(0) on a line of the world: each rank reads its rows, plus at most one partial
 // chunk at either end of each stored box it meets, and opens only the files of those boxes.
 void check_bytes_read(Failures& failures, const std::string& dir) {
@@ -178,17 +246,14 @@ void save_reference_checkpoint(Failures& failures, const std::string& dir) {
   StateDict state;
   for (const Reference& r : references()) {
     visit_dtype(r.dtype, [&]<class T>() {
-      if constexpr (!is_half_v<T>) {  // TRANSITIONAL (issue 24): 16-bit references come with the ops
-        if (r.name == "psum" || r.name == "pmax") {
-          const GlobalTensor<T> src =
-              from_host(Tensor<T>::from_vector(kReducedShape, values<T>("reduced", kReducedShape)), grid, quarters);
-          const GlobalTensor<T> reduced = r.name == "psum" ? sum(src, {0}) : max(src, {0});
-          if (!reduced.nd_sbp()[0].is_partial())
-            failures.add(r.name + " is " + reduced.describe() + ", not partial on mesh axis 0 as the test means it to be");
-          state.insert(r.name, reduced);
-        } else {
-          state.insert(r.name, from_host(Tensor<T>::from_vector(r.shape, values<T>(r.name, r.shape)), grid, quarters));
-        }
+      if (r.partial) {
+        const NdSbp layout{sbp::partial(*r.partial), sbp::split(0)};
+        const Tensor<T> mine = grid.contains(rank())
+                                   ? Tensor<T>::from_vector(Shape{3}, partial_piece<T>(r, rank() / 2, rank() % 2))
+                                   : Tensor<T>();
+        state.insert(r.name, to_global(mine, grid, layout, r.shape));
+      } else {
+        state.insert(r.name, from_host(Tensor<T>::from_vector(r.shape, values<T>(r.name, r.shape)), grid, quarters));
       }
     });
   }
@@ -200,17 +265,16 @@ int check_reference_loads(Failures& failures, const std::string& dir) {
   int loads = 0;
   for (const Reference& r : references()) {
     visit_dtype(r.dtype, [&]<class T>() {
-      if constexpr (!is_half_v<T>) {  // TRANSITIONAL (issue 24): 16-bit references come with the ops
-        for (const Placement& p : placements(world_size()))
-          for (const NdSbp& nd_sbp : layouts(r.shape.ndim(), p.mesh().ndim())) {
-            // big (2 MiB) in the 1-d layouts only: the others add time, not cases.
-            if (r.name == "big" && p.mesh().ndim() > 1) continue;
-            load_and_compare<T>(failures, dir, r, p, nd_sbp);
-            ++loads;
-          }
-      }
+      for (const Placement& p : placements(world_size()))
+        for (const NdSbp& nd_sbp : layouts(r.shape.ndim(), p.mesh().ndim())) {
+          // big (2 MiB) in the 1-d layouts only: the others add time, not cases.
+          if (r.name == "big" && p.mesh().ndim() > 1) continue;
+          load_and_compare<T>(failures, dir, r, p, nd_sbp);
+          ++loads;
+        }
     });
   }
+  loads += check_conversions(failures, dir);
   const Reference single{"f32", DType::kFloat32, Shape{7, 5}};
   const Placement line("cpu", first_ranks(world_size()));
   const GlobalTensor<float> t = load_checkpoint<float>(dir + "/single", line, sbp::split(1));

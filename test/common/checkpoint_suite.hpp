@@ -1,8 +1,10 @@
 #pragma once
 // Checkpoints with resharding, shared by the simulate and MPI tests: a reference checkpoint saved
-// on 4 ranks as (S(0), S(1)) on a 2x2 mesh (every dtype, uneven and empty pieces, a 3-d tensor,
-// partial sums and maxima), loaded on any number of ranks in every layout that fits, bit-equal
-// to the values it was made from; and corrupted copies of it, which must fail on every rank.
+// on 4 ranks as (S(0), S(1)) on a 2x2 mesh (every dtype, bfloat16 and float16 included, uneven
+// and empty pieces, a 3-d tensor, partial sums and maxima in int64 and 16-bit), loaded on any
+// number of ranks in every layout that fits, bit-equal to the values it was made from, and into
+// every other floating dtype (static_cast of those values); and corrupted copies of it, which
+// must fail on every rank.
 #include <string>
 
 #include "failures.hpp"
@@ -15,7 +17,8 @@ void save_reference_checkpoint(Failures& failures, const std::string& dir);
 
 // Collective over the world, any size: loads every tensor of the reference checkpoint on all
 // ranks in every layout of the 1-d mesh and of each 2-d mesh (a, world / a), compares each
-// rank's piece with the reference values bit for bit, and checks that a rank loading part of the
+// rank's piece with the reference values bit for bit, loads each floating one into the other
+// floating dtypes, and checks that a rank loading part of the
 // large tensor read only the checksummed chunks holding its bytes. Returns the loads done.
 int check_reference_loads(Failures& failures, const std::string& dir);
 

@@ -1,6 +1,10 @@
 #include "collective_suite.hpp"
 
 #include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstdint>
+#include <functional>
 #include <type_traits>
 
 namespace spsd_test {
@@ -18,9 +22,12 @@ int64_t key(int64_t seed, int64_t world_rank, int64_t index) {
   return (seed * 37 + world_rank * 17 + index * 13) % 101 - 50;
 }
 // Floating values get a fraction, so a backend that moved them as integers would be caught.
+// A 16-bit value is the float one rounded once: sums of up to 8 keys reach 100, past 64 where
+// bfloat16 steps by 0.5, so the results of its reductions round (and must round once).
 template <class T>
 T as_value(int64_t k) {
-  if constexpr (std::is_floating_point_v<T>) return static_cast<T>(k) * static_cast<T>(0.25);
+  if constexpr (spsd::is_half_v<T>) return T(static_cast<float>(k) * 0.25f);
+  else if constexpr (std::is_floating_point_v<T>) return static_cast<T>(k) * static_cast<T>(0.25);
   else return static_cast<T>(k);
 }
 template <class T>
@@ -29,7 +36,7 @@ T value(int64_t seed, int64_t world_rank, int64_t index) {
 }
 // Memory the call must not write (or has not written): no input or result can equal it.
 template <class T>
-constexpr T kSentinel = static_cast<T>(-7777);
+const T kSentinel = static_cast<T>(-7777);
 
 // The op-reduction of the members' keys at index, written out here rather than through the library.
 int64_t reduce_keys(ReduceOp op, const std::vector<int64_t>& members, int64_t seed, int64_t index) {
@@ -356,6 +363,121 @@ void for_each_type(F&& f) {
   f.template operator()<double>();
   f.template operator()<int32_t>();
   f.template operator()<int64_t>();
+  f.template operator()<spsd::bfloat16>();
+  f.template operator()<spsd::float16>();
+}
+
+// A random 16-bit piece: random sign and mantissa, magnitude in [2^-20, 2^20) for bfloat16 and
+// [2^-14, 2^12) for float16 (sums of 4 stay finite), so float32 sums of pieces are not always
+// exact (splitmix64 of the arguments: every rank computes every member's pieces).
+template <class T>
+T random_piece(int64_t seed, int64_t world_rank, int64_t index) {
+  uint64_t z = static_cast<uint64_t>(seed) * 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(world_rank) * 0xbf58476d1ce4e5b9ull +
+               static_cast<uint64_t>(index) * 0x94d049bb133111ebull + 1;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  z ^= z >> 31;
+  const float mantissa = 1.0f + static_cast<float>(z & 0xffffff) / 16777216.0f;
+  const int low = std::is_same_v<T, spsd::bfloat16> ? -20 : -14, high = std::is_same_v<T, spsd::bfloat16> ? 20 : 12;
+  const int exponent = low + static_cast<int>((z >> 24) % static_cast<uint64_t>(high - low));
+  return T(std::ldexp((z >> 40) & 1 ? -mantissa : mantissa, exponent));
+}
+
+// u of the 16-bit type: half its precision's spacing at 1 (2^-8 for bfloat16, 2^-11 for float16).
+template <class T>
+constexpr double unit_roundoff() {
+  return std::is_same_v<T, spsd::bfloat16> ? 0x1p-8 : 0x1p-11;
+}
+
+// Checks element i of a 16-bit reduction of the members' pieces p_0..p_{n-1} (member order).
+template <class T>
+void check_half_result(Failures& f, const std::function<std::string()>& what, ReduceOp op, const std::vector<T>& pieces,
+                       T got, bool native) {
+  float in_order = pieces[0];  // the float32 sum (or max, min) in member order
+  double exact = pieces[0], magnitudes = std::fabs(static_cast<float>(pieces[0]));
+  for (size_t m = 1; m < pieces.size(); ++m) {
+    const float p = pieces[m];
+    in_order = op == ReduceOp::kSum ? in_order + p : op == ReduceOp::kMax ? std::max(in_order, p) : std::min(in_order, p);
+    exact = op == ReduceOp::kSum ? exact + p : op == ReduceOp::kMax ? std::max<double>(exact, p) : std::min<double>(exact, p);
+    magnitudes += std::fabs(p);
+  }
+  const T rounded_once(in_order);
+  if (native && got.bits != rounded_once.bits) {
+    f.add(what() + ": got " + show(got) + ", the float32 sum in member order rounded once is " + show(rounded_once));
+    return;
+  }
+  // |got - S| <= u16 |S| + (1 + u16) gamma_{n-1} sum |p_i| + eta, gamma_k = k u32 / (1 - k u32),
+  // eta = half the least subnormal (results below the normal range); max and min are exact.
+  const double k = static_cast<double>(pieces.size() - 1), gamma = k * 0x1p-24 / (1 - k * 0x1p-24);
+  const double eta = std::is_same_v<T, spsd::float16> ? 0x1p-25 : 0x1p-134;
+  const double bound = op != ReduceOp::kSum ? 0.0
+                                            : unit_roundoff<T>() * std::fabs(exact) +
+                                                  (1 + unit_roundoff<T>()) * gamma * magnitudes + eta;
+  const double error = std::fabs(static_cast<double>(static_cast<float>(got)) - exact);
+  if (!(error <= bound))
+    f.add(what() + ": got " + show(got) + ", the exact result is " + show(exact) + ": error " + show(error) +
+          " above the bound " + show(bound));
+}
+
+template <class T>
+void half_reduction_cases(Communicator& c, const Where& where, Failures& f) {
+  const int64_t n = c.size(), r = c.rank(), me = c.world_ranks()[r];
+  const bool native = spsd::half_reduction() == spsd::HalfReduction::kNative;
+  const int64_t elem = native ? 2 : 4;
+  const std::vector<int64_t>& members = c.world_ranks();
+  auto pieces_at = [&](int64_t seed, int64_t index) {
+    std::vector<T> p(n);
+    for (int64_t m = 0; m < n; ++m) p[m] = random_piece<T>(seed, members[m], index);
+    return p;
+  };
+  for (ReduceOp op : kOps)
+    for (bool in_place : {false, true}) {
+      // all_reduce: 301 elements, not a multiple of any member count, so the blocks are uneven.
+      const int64_t count = 301, seed = 1000 + 7 * static_cast<int64_t>(op) + in_place;
+      std::vector<T> send(count);
+      for (int64_t i = 0; i < count; ++i) send[i] = random_piece<T>(seed, me, i);
+      Guarded<T> recv(count);
+      if (in_place) std::copy(send.begin(), send.end(), recv.data());
+      spsd::reset_comm_stats();
+      c.all_reduce(in_place ? recv.data() : send.data(), recv.data(), count, spsd::dtype_of<T>, op);
+      const std::string call = where.of<T>("random all_reduce(" + op_name(op) + (in_place ? ", in place)" : ")"));
+      for (int64_t i = 0; i < count; ++i)
+        check_half_result<T>(f, [&] { return call + ": element " + std::to_string(i); }, op, pieces_at(seed, i), recv[i],
+                             native);
+      expect_guards(f, call, recv);
+      const int64_t chunk = count / n + (r < count % n ? 1 : 0), moved = (count + (n - 2) * chunk) * elem;
+      expect_stats(f, call, one_call(CollectiveKind::kAllReduce, moved, moved));
+
+      // reduce_scatter_v with uneven counts (member m gets 5 m + 3 elements).
+      std::vector<int64_t> counts(n);
+      for (int64_t m = 0; m < n; ++m) counts[m] = 5 * m + 3;
+      const int64_t total = sum(counts), mine = counts[r], offset = offsets(counts)[r], rs_seed = seed + 500;
+      std::vector<T> rs_send(total);
+      for (int64_t i = 0; i < total; ++i) rs_send[i] = random_piece<T>(rs_seed, me, i);
+      Guarded<T> rs_recv(in_place ? total : mine);
+      if (in_place) std::copy(rs_send.begin(), rs_send.end(), rs_recv.data());
+      spsd::reset_comm_stats();
+      c.reduce_scatter_v(in_place ? rs_recv.data() : rs_send.data(), rs_recv.data(), counts, spsd::dtype_of<T>, op);
+      const std::string rs_call = where.of<T>("random reduce_scatter_v(" + op_name(op) + ", counts " + list(counts) +
+                                              (in_place ? ", in place)" : ")"));
+      for (int64_t j = 0; j < mine; ++j)
+        check_half_result<T>(f, [&] { return rs_call + ": element " + std::to_string(j); }, op,
+                             pieces_at(rs_seed, offset + j), rs_recv[j], native);
+      expect_guards(f, rs_call, rs_recv);
+      expect_stats(f, rs_call, one_call(CollectiveKind::kReduceScatter, (total - mine) * elem, (n - 1) * mine * elem));
+    }
+  // Member order is part of the result: pieces 1024, 1024 u16, 2^-15, 2^-14 sum to 1024 + 1024 u16
+  // in float32 in this order (the last two fall below float32's precision one at a time), a 16-bit
+  // tie that rounds to 1024; the reverse order (or the exact sum) rounds to 1024 + 2048 u16.
+  if (native && n == 4) {
+    const float u = static_cast<float>(unit_roundoff<T>());
+    const T mine(std::array<float, 4>{1024.0f, 1024.0f * u, 0x1p-15f, 0x1p-14f}[r]);
+    T got(-1.0f);
+    c.all_reduce(&mine, &got, 1, spsd::dtype_of<T>, ReduceOp::kSum);
+    if (got.bits != T(1024.0f).bits)
+      f.add(where.of<T>("all_reduce of 1024, 1024 u16, 2^-15, 2^-14") + ": got " + show(got) +
+            ", the float32 sum in member order rounded once is 1024");
+  }
 }
 
 }  // namespace
@@ -394,6 +516,17 @@ std::vector<SuiteComm> suite_communicators(int64_t rank, int64_t world_size) {
     if (world_size % a == 0) add_mesh(spsd::Shape{a, world_size / a}, {{0}, {1}});
   if (world_size == 8) add_mesh(spsd::Shape{2, 2, 2}, {{0}, {1}, {2}, {0, 2}});
   return out;
+}
+
+void run_half_reduction_suite(Failures& failures) {
+  const int64_t rank = spsd::rank();
+  for (const SuiteComm& sc : suite_communicators(rank, spsd::world_size())) {
+    Communicator& c = spsd::communicator(sc.world_ranks);
+    const Where where{sc.name + " " + c.to_string() + ", world rank " + std::to_string(rank) + ", " +
+                      std::string(spsd::to_string(spsd::half_reduction()))};
+    half_reduction_cases<spsd::bfloat16>(c, where, failures);
+    half_reduction_cases<spsd::float16>(c, where, failures);
+  }
 }
 
 void run_collective_suite(Family family, Failures& failures) {

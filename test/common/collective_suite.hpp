@@ -34,4 +34,13 @@ std::vector<SuiteComm> suite_communicators(int64_t rank, int64_t world_size);
 // Must be called by every rank of the world (it is collective).
 void run_collective_suite(Family family, Failures& failures);
 
+// bfloat16 and float16 all_reduce and reduce_scatter_v of random pieces (signs mixed, magnitudes
+// over 2^40 for bfloat16, 2^26 for float16, so sums cancel and round) on every suite
+// communicator, under the current spsd::half_reduction(). Every sum must lie within the bound of
+// docs/communicators.md of the exact sum of the pieces, and under kNative be bit-equal to their
+// float32 sum in member order rounded once (on 4 members also for pieces where another order
+// rounds differently); max and min are exact; the counters count 2 bytes per element, 4 under
+// kFloat32Wire. Collective over the world.
+void run_half_reduction_suite(Failures& failures);
+
 }  // namespace spsd_test

@@ -473,6 +473,7 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //   layout/diagram.hpp      layout_diagram (bad layout; e: empty pieces)
 //   comm/communicator.hpp   Communicator::all_reduce .. ::send_recv (counts, roots, peers, null
 //                           buffers, invalid DType/ReduceOp), displacements (e)
+//   comm/half_reduction.hpp set_half_reduction (invalid mode; the settings: collective suite)
 //   comm/stats.hpp          comm_stats, reset_comm_stats (without a Runtime), CommStats::calls_of
 //                           (invalid kind), to_string(CollectiveKind) (e: an invalid value named)
 //   comm/traffic.hpp        traffic::all_reduce (rank outside; e: nothing for count 0 or one
@@ -536,6 +537,7 @@ const std::vector<std::string>& public_api() {
       "Communicator::all_reduce", "Communicator::reduce_scatter", "Communicator::reduce_scatter_v",
       "Communicator::all_gather", "Communicator::all_gather_v", "Communicator::all_to_all",
       "Communicator::all_to_all_v", "Communicator::broadcast", "Communicator::send_recv", "displacements",
+      "set_half_reduction",
       "comm_stats", "reset_comm_stats", "CommStats::calls_of", "to_string(CollectiveKind)", "traffic::all_reduce",
       "traffic::reduce_scatter", "traffic::broadcast", "nd_signature",
       "Runtime", "rank", "world_size", "local_rank", "synchronize", "simulate", "communicator", "world_communicator",
@@ -648,6 +650,8 @@ int run_misuse_catalogue(Failures& failures) {
        {"broadcast", "dtype has the invalid value 9"}},
       {"Communicator::send_recv: an invalid DType", [&] { c.send_recv({}, {}, static_cast<DType>(9)); },
        {"send_recv", "dtype has the invalid value 9"}},
+      {"set_half_reduction: an invalid mode", [] { spsd::set_half_reduction(static_cast<spsd::HalfReduction>(5)); },
+       {"set_half_reduction", "kNative or kFloat32Wire", "got the value 5"}},
       // communicator() over bad rank lists.
       {"communicator: with a rank outside the world", [&] { spsd::communicator(outside); },
        {"communicator", list(outside), "rank " + N, "world has " + N + " ranks"}},

@@ -15,6 +15,21 @@ TEST_CASE("every collective, dtype and reduce op on the world and mesh sub-commu
   CHECK(failures.empty());
 }
 
+// Every rank switches at the same point, after its queued communication ran (synchronize).
+TEST_CASE("bfloat16 and float16 reductions: float32 sums rounded once, 2 bytes per element or 4 on the float32 wire",
+          "[mpi][collectives]") {
+  const spsd::HalfReduction mode = GENERATE(spsd::HalfReduction::kNative, spsd::HalfReduction::kFloat32Wire);
+  spsd::synchronize();
+  struct Restore {
+    ~Restore() { spsd::set_half_reduction(spsd::HalfReduction::kNative); }
+  } restore;
+  spsd::set_half_reduction(mode);
+  Failures failures;
+  run_half_reduction_suite(failures);
+  INFO(mode << " on world rank " << spsd::rank() << " of " << spsd::world_size() << "\n" << failures.report());
+  CHECK(failures.empty());
+}
+
 // Regression: a rank whose own all_to_all_v counts happen to be uniform must still make the same
 // MPI call as ranks whose counts are not (it once chose MPI_Alltoall and the job hung).
 TEST_CASE("all_to_all_v with counts uniform on one rank only", "[collectives]") {

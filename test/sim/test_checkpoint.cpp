@@ -199,6 +199,10 @@ TEST_CASE("checkpoint: bad arguments throw on every rank, naming the operation a
                           {"load_checkpoint", "checkpoint folder " + missing + " does not exist"});
   expect_error_everywhere(spsd_test::errors_by_rank(3, [&] { load_checkpoint<int32_t>(tmp.path, "w", line, sbp::broadcast); }),
                           {"load_checkpoint", "tensor \"w\" in " + tmp.path + " is float32, asked for int32"});
+  // Floating dtypes convert on load (check_reference_loads); integers never do.
+  expect_error_everywhere(spsd_test::errors_by_rank(3, [&] { load_checkpoint<spsd::bfloat16>(tmp.path, "step", line, sbp::broadcast); }),
+                          {"load_checkpoint", "tensor \"step\" in " + tmp.path + " is int64, asked for bfloat16",
+                           "only floating dtypes convert on load"});
   expect_error_everywhere(spsd_test::errors_by_rank(3, [&] { load_checkpoint<float>(tmp.path, "v", line, sbp::broadcast); }),
                           {"load_checkpoint", "holds no tensor \"v\" (it holds: step, w)"});
   expect_error_everywhere(spsd_test::errors_by_rank(3, [&] { load_checkpoint<float>(tmp.path, "w", line, sbp::split(2)); }),

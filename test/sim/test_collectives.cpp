@@ -18,6 +18,74 @@ TEST_CASE("every collective, dtype and reduce op on the world and mesh sub-commu
   CHECK(failures.empty());
 }
 
+// 16-bit reductions under both settings (process-wide, so set outside simulate): sums round once,
+// within the stated bound; 2 bytes per element, 4 on the float32 wire. 4 ranks include 2x2 rows
+// and columns.
+TEST_CASE("bfloat16 and float16 reductions: float32 sums rounded once, 2 bytes per element or 4 on the float32 wire",
+          "[sim][collectives]") {
+  const int n = GENERATE(1, 2, 3, 4);
+  const spsd::HalfReduction mode = GENERATE(spsd::HalfReduction::kNative, spsd::HalfReduction::kFloat32Wire);
+  INFO(n << " simulated ranks, " << mode);
+  struct Restore {
+    ~Restore() { spsd::set_half_reduction(spsd::HalfReduction::kNative); }
+  } restore;
+  spsd::set_half_reduction(mode);
+  Failures failures = on_simulated_ranks(n, [&](Failures& f) { run_half_reduction_suite(f); });
+  INFO(failures.report());
+  CHECK(failures.empty());
+}
+
+// Boxing a bfloat16 P(sum): the plan's predicted bytes equal the counters in both settings, the
+// result is the float32 sum of the pieces in rank order rounded once, and the wire setting is
+// what changes the bytes (the planner may then pick another plan; see docs/boxing.md).
+TEST_CASE("bfloat16 P(sum) boxing: predictions equal the counters under either setting", "[sim][collectives]") {
+  using spsd::bfloat16;
+  const spsd::HalfReduction mode = GENERATE(spsd::HalfReduction::kNative, spsd::HalfReduction::kFloat32Wire);
+  INFO(mode);
+  struct Restore {
+    ~Restore() { spsd::set_half_reduction(spsd::HalfReduction::kNative); }
+  } restore;
+  spsd::set_half_reduction(mode);
+  const spsd::Shape shape{6, 5};
+  Failures failures = on_simulated_ranks(4, [&](Failures& f) {
+    const spsd::Placement line("cpu", {0, 1, 2, 3});
+    const int64_t me = spsd::rank();
+    auto piece = [](int64_t r, int64_t i) { return bfloat16(static_cast<float>((i * 7 + r * 3) % 11) * 1.1f + 100.0f); };
+    std::vector<bfloat16> mine(shape.numel());
+    for (int64_t i = 0; i < shape.numel(); ++i) mine[i] = piece(me, i);
+    const auto x = spsd::to_global(spsd::Tensor<bfloat16>::from_vector(shape, mine), line, spsd::sbp::partial_sum, shape);
+    for (const spsd::Sbp& to : {spsd::sbp::broadcast, spsd::sbp::split(0)}) {
+      const auto plan = spsd::plan_boxing(shape, spsd::DType::kBFloat16, {line, spsd::sbp::partial_sum}, {line, to});
+      spsd::synchronize();
+      spsd::reset_comm_stats();
+      const auto y = x.to_global(line, to);
+      spsd::synchronize();
+      const std::string what = "P(sum) -> " + to.to_string() + " on rank " + std::to_string(me);
+      const spsd::CommStats got = spsd::comm_stats();
+      if (got.bytes_received != plan->bytes_received(me) || got.bytes_sent != plan->bytes_sent(me))
+        f.add(what + ": counters {" + got.to_string() + "}, the plan predicts " + std::to_string(plan->bytes_sent(me)) +
+              " B sent, " + std::to_string(plan->bytes_received(me)) + " B received");
+      const spsd::Box box = spsd::box_of(shape, line, to, me);
+      std::vector<bfloat16> want;
+      for (int64_t i = box.begin[0] * 5; i < box.end[0] * 5; ++i) {
+        float sum = piece(0, i);
+        for (int64_t r = 1; r < 4; ++r) sum += static_cast<float>(piece(r, i));
+        want.push_back(bfloat16(sum));
+      }
+      expect_elements(f, what, y.to_local().to_vector().data(), want);
+    }
+  });
+  INFO(failures.report());
+  CHECK(failures.empty());
+}
+
+TEST_CASE("set_half_reduction: a value that names no mode throws, naming it", "[sim][collectives]") {
+  CHECK_THROWS_WITH(spsd::set_half_reduction(static_cast<spsd::HalfReduction>(7)),
+                    Catch::Contains("set_half_reduction") && Catch::Contains("got the value 7"));
+  CHECK(spsd::half_reduction() == spsd::HalfReduction::kNative);
+  CHECK(spsd::to_string(spsd::HalfReduction::kFloat32Wire) == "float32 wire");
+}
+
 // The suite is only as good as its communicator list: meshes must show up where the size allows.
 TEST_CASE("the suite covers rows, columns and planes of the meshes", "[sim][collectives]") {
   auto groups_of = [](int64_t rank, int64_t world) {

@@ -1,12 +1,14 @@
 #pragma once
 // Communicator: dtype-erased collectives (bytes + DType + ReduceOp) over a fixed, ordered set
-// of world ranks. The public calls validate and account; backends only move bytes.
+// of world ranks. The public calls validate and account; backends only move bytes (and reduce,
+// except the 16-bit float types on host backends, which this layer reduces: half_reduction.hpp).
 #include <chrono>
 #include <cstdint>
 #include <span>
 #include <string>
 #include <vector>
 
+#include "spsd/comm/half_reduction.hpp"
 #include "spsd/comm/stats.hpp"
 #include "spsd/comm/traffic.hpp"
 #include "spsd/core/dtype.hpp"
@@ -93,6 +95,12 @@ class Communicator {
   virtual void do_broadcast(void* buffer, int64_t count, DType, int64_t root) = 0;
   virtual void do_send_recv(std::span<const SendSpec>, std::span<const RecvSpec>, DType) = 0;
   virtual void do_barrier() = 0;
+  // False for host backends (MPI, in-process): MPI has no 16-bit float types, and reducing them
+  // pairwise would round at every step, so this layer reduces bfloat16 and float16 itself, over
+  // do_all_to_all and do_all_gather (or widened to float32 under HalfReduction::kFloat32Wire),
+  // and do_all_reduce / do_reduce_scatter never see them. True for device backends: they get
+  // 16-bit reductions as they are and must follow half_reduction() themselves.
+  virtual bool reduces_halves() const { return true; }
 
  private:
   friend void detail::set_collective_hook(void (*hook)());
@@ -107,10 +115,17 @@ class Communicator {
   }
   static inline thread_local void (*thread_hook_)() = nullptr;
   static inline thread_local void (*thread_observer_)(const detail::CollectiveSpan&) = nullptr;
-  void account(CollectiveKind, traffic::Traffic elems, DType, ObservedClock::time_point begin, int64_t messages = 0);
+  // wire: the dtype the elements travel in (reduction_wire_dtype(dtype) for reductions).
+  void account(CollectiveKind, traffic::Traffic elems, DType dtype, DType wire, ObservedClock::time_point begin,
+               int64_t messages = 0);
   void check_counts(const char* op, const char* arg, std::span<const int64_t> counts) const;
   void all_to_all_checked(const void* send, std::span<const int64_t> send_counts, void* recv,
                           std::span<const int64_t> recv_counts, DType, bool uniform, ObservedClock::time_point begin);
+  // The 16-bit reductions of a host backend (reduce_halves.cpp), arguments validated; wire is
+  // the call's reduction_wire_dtype.
+  void all_reduce_halves(const void* send, void* recv, int64_t count, DType, DType wire, ReduceOp);
+  void reduce_scatter_halves(const void* send, void* recv, std::span<const int64_t> counts, DType, DType wire,
+                             ReduceOp);
 
   std::vector<int64_t> world_ranks_;
   int64_t rank_;

@@ -53,13 +53,16 @@ SPSD_HOST_DEVICE constexpr T wrapping_add(T a, T b) {
   }
 }
 
-// dst[i] = dst[i] op src[i]; one switch outside the loop so the loops vectorize.
-template <Element T>
-void combine_into(T* dst, const T* src, int64_t n, ReduceOp op) {
+// dst[i] = dst[i] op src[i]; one switch outside the loop so the loops vectorize. Acc is T, or
+// float accumulating 16-bit pieces (widened exactly; the caller rounds once at the end, where
+// a 16-bit dst would round at every step).
+template <Element Acc, Element T>
+  requires(std::is_same_v<Acc, T> || std::is_same_v<Acc, compute_t<T>>)
+void combine_into(Acc* dst, const T* src, int64_t n, ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: for (int64_t i = 0; i < n; ++i) dst[i] = wrapping_add(dst[i], src[i]); break;
-    case ReduceOp::kMax: for (int64_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], src[i]); break;
-    case ReduceOp::kMin: for (int64_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], src[i]); break;
+    case ReduceOp::kSum: for (int64_t i = 0; i < n; ++i) dst[i] = wrapping_add(dst[i], static_cast<Acc>(src[i])); break;
+    case ReduceOp::kMax: for (int64_t i = 0; i < n; ++i) dst[i] = std::max(dst[i], static_cast<Acc>(src[i])); break;
+    case ReduceOp::kMin: for (int64_t i = 0; i < n; ++i) dst[i] = std::min(dst[i], static_cast<Acc>(src[i])); break;
   }
 }
 
