@@ -1,21 +1,15 @@
 // Element type conversion on the device: one grid-stride kernel per (From, To) pair, moving
 // Vec<_, K> groups (K = 16 bytes over the larger element size) when both pointers allow, the
-// rest (and unaligned pieces) one element per step.
+// rest (and unaligned pieces) one element per step. Each element converts by kernel/convert.hpp,
+// the cpu's code, so both sides convert bit for bit alike.
 #include "common.cuh"
 
+#include "spsd/kernel/convert.hpp"
 #include "spsd/kernel/cuda/cast.hpp"
 
 namespace spsd::kernel::cuda {
 
 namespace detail {
-
-// Through float when either side is 16-bit (core/half.hpp's exact widening and one rounding,
-// the cpu's conversion); else static_cast (floating to integer: cvt.rzi, truncation).
-template <class From, class To>
-__device__ __forceinline__ To convert(From x) {
-  if constexpr (is_half_v<From> || is_half_v<To>) return static_cast<To>(static_cast<float>(x));
-  else return static_cast<To>(x);
-}
 
 // Elements per group: 16 bytes of the wider type.
 template <class From, class To>
@@ -30,12 +24,12 @@ __global__ void cast_kernel(const From* x, To* out, int64_t n, bool vectors) {
       const Vec<From, K> in = reinterpret_cast<const Vec<From, K>*>(x)[p];
       Vec<To, K> r;
 #pragma unroll
-      for (int j = 0; j < K; ++j) r.v[j] = convert<From, To>(in.v[j]);
+      for (int j = 0; j < K; ++j) r.v[j] = ::spsd::kernel::convert<To>(in.v[j]);
       reinterpret_cast<Vec<To, K>*>(out)[p] = r;
     }
     done = groups * K;
   }
-  for (int64_t i = done + thread_index(); i < n; i += thread_count()) out[i] = convert<From, To>(x[i]);
+  for (int64_t i = done + thread_index(); i < n; i += thread_count()) out[i] = ::spsd::kernel::convert<To>(x[i]);
 }
 
 }  // namespace detail

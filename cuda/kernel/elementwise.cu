@@ -265,14 +265,14 @@ void unary_grad(UnaryOp op, const T* saved, const T* g, T* out, int64_t n, void*
 }
 
 template <Element T>
-void binary_scalar(BinaryOp op, const T* a, T s, T* out, int64_t n, bool scalar_first, void* stream) {
+void binary_scalar(BinaryOp op, const T* a, compute_t<T> s, T* out, int64_t n, bool scalar_first, void* stream) {
   if constexpr (std::is_integral_v<T>) {
     SPSD_CHECK(!(op == BinaryOp::kDiv && !scalar_first && s == 0), "div", "integer division by zero (",
                dtype_of<T>, ")");
   }
   detail::with_binary_fn(op, [&](auto f) {
     using C = compute_t<T>;
-    detail::launch_map(to_string(op).data(), detail::BoundScalar<decltype(f), C>{f, static_cast<C>(s), scalar_first},
+    detail::launch_map(to_string(op).data(), detail::BoundScalar<decltype(f), C>{f, s, scalar_first},
                        a, out, n, stream);
   });
 }
@@ -285,16 +285,16 @@ void fill(T* out, int64_t n, T value, void* stream) {
 }
 
 template <Element T>
-void scale(T* x, int64_t n, T factor, void* stream) {
-  detail::launch_map("scale", detail::ScaleBy<compute_t<T>>{static_cast<compute_t<T>>(factor)}, x, x, n, stream);
+void scale(T* x, int64_t n, compute_t<T> factor, void* stream) {
+  detail::launch_map("scale", detail::ScaleBy<compute_t<T>>{factor}, x, x, n, stream);
 }
 
 #define SPSD_INSTANTIATE(T)                                                                                  \
   template void unary<T>(UnaryOp, const T*, T*, int64_t, void*);                                             \
   template void binary<T>(BinaryOp, const T*, const Shape&, const T*, const Shape&, T*, const Shape&, void*); \
-  template void binary_scalar<T>(BinaryOp, const T*, T, T*, int64_t, bool, void*);                           \
+  template void binary_scalar<T>(BinaryOp, const T*, compute_t<T>, T*, int64_t, bool, void*);                           \
   template void fill<T>(T*, int64_t, T, void*);                                                              \
-  template void scale<T>(T*, int64_t, T, void*);                                                             \
+  template void scale<T>(T*, int64_t, compute_t<T>, void*);                                                             \
   template void equal_mask<T>(const T*, const Shape&, const T*, const Shape&, T*, const Shape&, void*);
 SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
 #undef SPSD_INSTANTIATE

@@ -8,7 +8,6 @@
 //   integer -> floating    to nearest; int -> 16-bit through float
 //   integer -> integer     modulo 2^bits (C++20)
 #include <cstdint>
-#include <limits>
 #include <type_traits>
 
 #include "spsd/core/config.hpp"
@@ -21,11 +20,15 @@ SPSD_HOST_DEVICE inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
   } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
-    const double d = static_cast<double>(static_cast<compute_t<From>>(v));
+    // The limits by hand: numeric_limits is not callable from device code without nvcc's
+    // --expt-relaxed-constexpr. To is int32_t or int64_t.
+    using U = std::make_unsigned_t<To>;
+    constexpr To kMax = static_cast<To>(static_cast<U>(~U{0}) >> 1), kMin = static_cast<To>(-kMax - 1);
     constexpr double kLimit = static_cast<double>(uint64_t{1} << (8 * sizeof(To) - 1));  // 2^(bits-1), exact
+    const double d = static_cast<double>(static_cast<compute_t<From>>(v));
     if (!(d == d)) return To{0};
-    if (d >= kLimit) return std::numeric_limits<To>::max();
-    if (d < -kLimit) return std::numeric_limits<To>::min();
+    if (d >= kLimit) return kMax;
+    if (d < -kLimit) return kMin;
     return static_cast<To>(d);
   } else if constexpr (is_half_v<To>) {
     return To(static_cast<float>(static_cast<compute_t<From>>(v)));

@@ -34,7 +34,7 @@ void binary(BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Sha
 // out[i] = a[i] op s, or s op a[i] when scalar_first. An integer divisor s == 0 (not
 // scalar_first) throws spsd::Error even when n == 0, like the cpu kernel.
 template <Element T>
-void binary_scalar(BinaryOp op, const T* a, T s, T* out, int64_t n, bool scalar_first, void* stream);
+void binary_scalar(BinaryOp op, const T* a, compute_t<T> s, T* out, int64_t n, bool scalar_first, void* stream);
 
 // out = 1 where a == b, else 0, numpy broadcasting as binary (backward's mask_eq).
 template <Element T>
@@ -51,6 +51,6 @@ void fill(T* out, int64_t n, T value, void* stream);
 
 // x[i] *= factor for i < n (mean = sum then scale); integer products wrap (cpu::scale).
 template <Element T>
-void scale(T* x, int64_t n, T factor, void* stream);
+void scale(T* x, int64_t n, compute_t<T> factor, void* stream);
 
 }  // namespace spsd::kernel::cuda
