@@ -30,14 +30,6 @@
 
 #include "spsd/spsd.hpp"
 
-// --dtype bfloat16 needs the op layer's 16-bit support, which comes with spsd/op/cast.hpp; builds
-// without it refuse the flag. Drop the condition once it is in.
-#if __has_include(<spsd/op/cast.hpp>)
-#include "spsd/op/cast.hpp"
-#define SPSD_BENCH_HALVES 1
-#else
-#define SPSD_BENCH_HALVES 0
-#endif
 
 namespace {
 
@@ -78,16 +70,12 @@ struct Mlp {
       }
       return x;
     } else {
-#if SPSD_BENCH_HALVES
       GlobalTensor<C> x = cast<C>(input);
       for (size_t i = 0; i < weights.size(); ++i) {
         x = matmul(x, cast<C>(weights[i])) + cast<C>(biases[i]);
         if (i + 1 < weights.size()) x = relu(x);
       }
       return cast<float>(x);
-#else
-      detail::throw_error("gpu_train", "--dtype bfloat16 needs spsd::cast");
-#endif
     }
   }
 };
@@ -174,10 +162,6 @@ int main(int argc, char** argv) {
   }
   SPSD_CHECK(dtype == "float32" || dtype == "bfloat16", "gpu_train", "--dtype must be float32 or bfloat16, got ", dtype);
   SPSD_CHECK(!(tf32 && dtype != "float32"), "gpu_train", "--tf32 applies to --dtype float32 only");
-  if (!SPSD_BENCH_HALVES && dtype != "float32") {
-    std::printf("SKIP: --dtype %s needs spsd::cast, which this build of spsd does not have\n", dtype.c_str());
-    return 77;
-  }
   if (!cuda_available()) {
     std::printf("SKIP: no usable CUDA device (%s)\n", runtime_info().c_str());
     return 77;

@@ -67,14 +67,6 @@ using spsd::detail::concat;
 
 constexpr const char* kOp = "gpu-comm";
 constexpr bool kFakeDevice = SPSD_FAKE_CUDA;
-// Whether the host reference of (b) and (c), MPI in an MPI build, moves bfloat16/float16: with the
-// half-precision communicator work (spsd/comm/half_reduction.hpp). The in-process reference of (a)
-// always does. Remove the condition once that work is merged.
-#if __has_include(<spsd/comm/half_reduction.hpp>)
-constexpr bool kHostBackendsMoveHalves = true;
-#else
-constexpr bool kHostBackendsMoveHalves = false;
-#endif
 
 struct Tally {
   int64_t checks = 0;
@@ -267,7 +259,7 @@ void collectives(Tester& t, int64_t n, int64_t me) {
 using Make = std::function<std::unique_ptr<Communicator>(spsd::CommStats*, const spsd::detail::DeviceStreams&)>;
 
 Tally run_group(const std::string& label, int device, const std::vector<int64_t>& world_ranks, int64_t me,
-                const Make& make, bool halves = true) {
+                const Make& make) {
   check_cuda(cudaSetDevice(device), kOp, concat("cudaSetDevice(", device, ")"));
   spsd::detail::Stream compute(kOp), comm(kOp);
   const spsd::detail::DeviceStreams streams{device, compute.get(), comm.get()};
@@ -281,10 +273,9 @@ Tally run_group(const std::string& label, int device, const std::vector<int64_t>
   collectives<double>(t, n, me);
   collectives<int32_t>(t, n, me);
   collectives<int64_t>(t, n, me);
-  if (halves) {  // NCCL reduces these natively (the fake: in float, rounded once per combine)
-    collectives<spsd::bfloat16>(t, n, me);
-    collectives<spsd::float16>(t, n, me);
-  }
+  // NCCL reduces these natively (the fake: in float, rounded once per combine).
+  collectives<spsd::bfloat16>(t, n, me);
+  collectives<spsd::float16>(t, n, me);
   t.check_stats(device_stats, reference_stats);
   return t.tally;
 }
@@ -518,8 +509,7 @@ int main(int argc, char** argv) {
     auto bootstrap = spsd::detail::context(kOp).backend->create({rank}, 0, &scratch);
     return run_group(
         concat("nccl {", rank, "}"), device, {rank}, 0,
-        [&](spsd::CommStats* stats, const auto& streams) { return nccl({rank}, 0, stats, streams, *bootstrap); },
-        kHostBackendsMoveHalves);
+        [&](spsd::CommStats* stats, const auto& streams) { return nccl({rank}, 0, stats, streams, *bootstrap); });
   });
 
   // (c) All processes: NCCL where each drives its own GPU, else host-staged over MPI.
@@ -541,8 +531,7 @@ int main(int argc, char** argv) {
           [&](spsd::CommStats* stats, const auto& streams) {
             return share ? host_staged(iota(world), rank, stats, streams, &scratch)
                          : nccl(iota(world), rank, stats, streams, *bootstrap);
-          },
-          kHostBackendsMoveHalves);
+          });
     });
   }
 

@@ -33,14 +33,6 @@
 #include "op_suite.hpp"
 #include "train_suite.hpp"
 
-// The bfloat16/float16 sections need the op layer's 16-bit support, which comes with cast
-// (spsd/op/cast.hpp); until a build has it they compile out. Drop the condition once it is in.
-#if __has_include(<spsd/op/cast.hpp>)
-#include <spsd/op/cast.hpp>
-#define SPSD_TEST_HALVES 1
-#else
-#define SPSD_TEST_HALVES 0
-#endif
 
 using namespace spsd;
 using spsd_test::Failures;
@@ -271,7 +263,6 @@ void random_bit_equal(const Placement& cuda, Failures& f) {
   same_bits("randn float", randn<float>({33, 7}, cpu, s0, 42), randn<float>({33, 7}, cuda, s0, 42));
   same_bits("randn double", randn<double>({33, 7}, cpu, s0, 42), randn<double>({33, 7}, cuda, s0, 42));
   same_bits("rand float", rand<float>({33, 7}, cpu, s0, 7), rand<float>({33, 7}, cuda, s0, 7));
-#if SPSD_TEST_HALVES
   // 16-bit: the float value of the same counter rounded once, so the cpu, the cuda kernel and a
   // cast of the float tensor all agree bit for bit, in every layout.
   const NdSbp b(std::vector<Sbp>(cuda.mesh().ndim(), sbp::broadcast));
@@ -283,7 +274,6 @@ void random_bit_equal(const Placement& cuda, Failures& f) {
     same_bits("rand float16 = cast of rand float", rand<spsd::float16>({33, 7}, cuda, layout, 7),
               cast<spsd::float16>(rand<float>({33, 7}, cuda, layout, 7)));
   }
-#endif
 }
 
 // Every layout pair on cuda, and a sample across memory spaces; a 16-bit T moves 2-byte elements.
@@ -304,7 +294,6 @@ void boxing_on(const Placement& cuda, Failures& f) {
     }
 }
 
-#if SPSD_TEST_HALVES
 // Mixed precision as a user writes it: float32 master weights, the model casts weights and
 // activations to H, gradients flow back through the casts into float32, Adam steps the masters.
 // 5 steps of a small MLP on cuda and cpu placements: the losses and the updated masters agree
@@ -342,7 +331,6 @@ void mixed_precision_cpu_vs_cuda(const Placement& cuda, Failures& f) {
     f.add(what + ": " + e.what());
   }
 }
-#endif
 
 void steady_state_allocations(const Placement& cuda, Failures& f) {
   const NdSbp s0(std::vector<Sbp>(cuda.mesh().ndim(), sbp::split(0)));
@@ -439,7 +427,6 @@ void run_all(int64_t world, Failures& f) {
     optimizers_cpu_vs_cuda<float>(p, f);
     optimizers_cpu_vs_cuda<double>(p, f);
     boxing_on<float>(p, f);
-#if SPSD_TEST_HALVES
     every_op_cpu_vs_cuda<spsd::bfloat16>(p, f);
     every_op_cpu_vs_cuda<spsd::float16>(p, f);
     backward_cpu_vs_cuda<spsd::bfloat16>(p, f);
@@ -449,7 +436,6 @@ void run_all(int64_t world, Failures& f) {
     boxing_on<spsd::bfloat16>(p, f);
     mixed_precision_cpu_vs_cuda<spsd::bfloat16>(p, f);
     mixed_precision_cpu_vs_cuda<spsd::float16>(p, f);
-#endif
     steady_state_allocations(p, f);
     training_step_stays_on_device(p, f);
   }
