@@ -178,10 +178,14 @@ class CudaDeviceRuntime final : public DeviceRuntime {
       uint64_t word;
       std::memcpy(&word, value, 8);
       fill_words<<<blocks, kThreads, 0, work_stream()>>>(static_cast<uint64_t*>(dst), count, word);
-    } else {
+    } else if (value_bytes == 4) {
       uint32_t word;
       std::memcpy(&word, value, 4);
       fill_words<<<blocks, kThreads, 0, work_stream()>>>(static_cast<uint32_t*>(dst), count, word);
+    } else {  // 2: bfloat16, float16
+      uint16_t word;
+      std::memcpy(&word, value, 2);
+      fill_words<<<blocks, kThreads, 0, work_stream()>>>(static_cast<uint16_t*>(dst), count, word);
     }
     check_cuda(cudaGetLastError(), "fill", concat("filling ", count, " elements of ", value_bytes, " bytes"));
   }

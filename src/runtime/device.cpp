@@ -47,7 +47,8 @@ void zero_bytes(void* dst, DeviceType device, int64_t bytes) {
 }
 
 void fill_elements(void* dst, DeviceType device, int64_t count, const void* value, int64_t value_bytes) {
-  SPSD_CHECK(value_bytes == 4 || value_bytes == 8, "fill", "elements of 4 or 8 bytes, got ", value_bytes);
+  SPSD_CHECK(value_bytes == 2 || value_bytes == 4 || value_bytes == 8, "fill", "elements of 2, 4 or 8 bytes, got ",
+             value_bytes);
   if (count <= 0) return;
   if (device != DeviceType::kCPU) return device_runtime("fill").fill_elements(dst, count, value, value_bytes);
   for (int64_t i = 0; i < count; ++i) std::memcpy(static_cast<char*>(dst) + i * value_bytes, value, value_bytes);

@@ -57,7 +57,9 @@ T identity(ReduceOp op) {
 // construction: coordinate 0 everywhere holds it, others the identity of the op of their last
 // non-zero partial axis.
 template <class T>
-std::vector<T> partial_values(std::vector<T> v, const Box& box, const Shape& shape, const Layout& layout, int64_t r) {
+std::vector<T> partial_values(std::vector<T> v, const Box& box, const Shape& shape, const Layout& layout, int64_t r,
+                              double part_scale) {
+  using C = compute_t<T>;  // 16-bit: float arithmetic, rounded per stored value
   std::vector<int64_t> coords = layout.placement.coords(r);
   std::vector<ReduceOp> ops;
   int64_t p = 0, group = 1;
@@ -73,15 +75,18 @@ std::vector<T> partial_values(std::vector<T> v, const Box& box, const Shape& sha
   for (size_t n = 0; n < v.size(); ++n) {
     int64_t g = 0;
     for (size_t k = 0; k < idx.size(); ++k) g += idx[k] * strides[k];
-    auto part = [&](int64_t q) { return static_cast<T>((g + 3 * q) % 7 - 3); };
+    auto part = [&](int64_t q) { return static_cast<C>(static_cast<C>((g + 3 * q) % 7 - 3) * static_cast<C>(part_scale)); };
     if (one_op && ops[0] == ReduceOp::kSum) {
-      if (p == 0)
-        for (int64_t q = 1; q < group; ++q) v[n] -= part(q);
-      else
-        v[n] = part(p);
+      if (p == 0) {
+        C first = static_cast<C>(v[n]);
+        for (int64_t q = 1; q < group; ++q) first -= part(q);
+        v[n] = static_cast<T>(first);
+      } else {
+        v[n] = static_cast<T>(part(p));
+      }
     } else if (one_op) {
-      T offset = static_cast<T>(1 + (g + p) % 5);
-      if (p != g % group) v[n] = ops[0] == ReduceOp::kMax ? v[n] - offset : v[n] + offset;
+      const C offset = static_cast<C>(1 + (g + p) % 5);
+      if (p != g % group) v[n] = static_cast<T>(ops[0] == ReduceOp::kMax ? static_cast<C>(v[n]) - offset : static_cast<C>(v[n]) + offset);
     } else if (p != 0) {
       ReduceOp filler = ReduceOp::kSum;
       for (size_t a = 0; a < layout.nd_sbp.size(); ++a)
@@ -101,17 +106,17 @@ std::string describe(const Shape& shape, DType dtype, const Layout& from, const 
 }  // namespace
 
 template <class T>
-GlobalTensor<T> build_layout(const Tensor<T>& whole, const Layout& layout) {
+GlobalTensor<T> build_layout(const Tensor<T>& whole, const Layout& layout, double part_scale) {
   const int64_t me = spsd::rank();
   if (!layout.placement.contains(me)) return GlobalTensor<T>(whole.shape(), layout.placement, layout.nd_sbp, Tensor<T>());
   Box box = box_of(whole.shape(), layout.placement, layout.nd_sbp, me);
-  std::vector<T> v = partial_values(values_in(whole, box), box, whole.shape(), layout, me);
+  std::vector<T> v = partial_values(values_in(whole, box), box, whole.shape(), layout, me, part_scale);
   return GlobalTensor<T>(whole.shape(), layout.placement, layout.nd_sbp,
                          Tensor<T>::from_vector(box.shape(), v, layout.placement.device_type()));
 }
 
 template <class T>
-void check_boxing(const Tensor<T>& whole, const Layout& from, const Layout& to, Failures& failures) {
+CommStats check_boxing(const Tensor<T>& whole, const Layout& from, const Layout& to, Failures& failures) {
   const Shape& shape = whole.shape();
   const int64_t me = spsd::rank(), elem = sizeof(T);
   GlobalTensor<T> x = build_layout(whole, from);
@@ -154,16 +159,46 @@ void check_boxing(const Tensor<T>& whole, const Layout& from, const Layout& to, 
     Tensor<T> full = y.full();
     expect_elements(failures, [&] { return what() + " (full)"; }, full.data(), whole.to_vector());
   }
+  return moved;
+}
+
+bool expect_half_bytes(Failures& failures, const std::string& what, const Shape& shape, DType narrow_dtype,
+                       const Layout& from, const Layout& to, const CommStats& wide, const CommStats& narrow) {
+  const auto wide_plan = plan_boxing(shape, DType::kFloat32, from, to);
+  const auto narrow_plan = plan_boxing(shape, narrow_dtype, from, to);
+  if (wide_plan->steps.size() != narrow_plan->steps.size()) return false;
+  for (size_t i = 0; i < wide_plan->steps.size(); ++i) {
+    const Step &w = wide_plan->steps[i], &n = narrow_plan->steps[i];
+    if (w.kind != n.kind || !(w.from == n.from) || !(w.to == n.to) || w.mesh_axis != n.mesh_axis) return false;
+  }
+  for (size_t i = 0; i < wide_plan->steps.size(); ++i) {
+    const Step &w = wide_plan->steps[i], &n = narrow_plan->steps[i];
+    bool halved = w.traffic.size() == n.traffic.size();
+    for (size_t r = 0; halved && r < w.traffic.size(); ++r)
+      halved = 2 * n.traffic[r].bytes_sent == w.traffic[r].bytes_sent &&
+               2 * n.traffic[r].bytes_received == w.traffic[r].bytes_received;
+    if (!halved) failures.add(what + ": step " + std::to_string(i + 1) + " predicts {" + n.to_string() + "}, float32 {" +
+                              w.to_string() + "}: expected half the bytes");
+  }
+  CommStats halved = wide;
+  halved.bytes_sent = wide.bytes_sent / 2;
+  halved.bytes_received = wide.bytes_received / 2;
+  if (wide.bytes_sent % 2 != 0 || wide.bytes_received % 2 != 0 || !(narrow == halved))
+    failures.add(what + ": 16-bit counters {" + narrow.to_string() + "}, float32 {" + wide.to_string() +
+                 "}: expected the same calls with half the bytes");
+  return true;
 }
 
 #define SPSD_TEST_INSTANTIATE(T)                                                                 \
   template Tensor<T> reference_tensor<T>(const Shape&);                                          \
-  template GlobalTensor<T> build_layout<T>(const Tensor<T>&, const Layout&);                     \
-  template void check_boxing<T>(const Tensor<T>&, const Layout&, const Layout&, Failures&);
+  template GlobalTensor<T> build_layout<T>(const Tensor<T>&, const Layout&, double);             \
+  template CommStats check_boxing<T>(const Tensor<T>&, const Layout&, const Layout&, Failures&);
 SPSD_TEST_INSTANTIATE(float)
 SPSD_TEST_INSTANTIATE(double)
 SPSD_TEST_INSTANTIATE(int32_t)
 SPSD_TEST_INSTANTIATE(int64_t)
+SPSD_TEST_INSTANTIATE(spsd::bfloat16)
+SPSD_TEST_INSTANTIATE(spsd::float16)
 #undef SPSD_TEST_INSTANTIATE
 
 }  // namespace spsd_test

@@ -64,9 +64,12 @@ T value_at(uint64_t seed, int64_t g, Domain d) {
     return static_cast<T>(static_cast<int64_t>(r % 19) - 9);  // -9..9
   } else {
     const double u = static_cast<double>(r >> 11) * 0x1.0p-53;  // [0, 1)
-    if (d == Domain::kPositive) return static_cast<T>(0.5 + 2.5 * u);
-    if (d == Domain::kNonzero) return static_cast<T>(u < 0.5 ? -(0.5 + 3.0 * u) : 0.5 + 3.0 * (u - 0.5));
-    return static_cast<T>(-2.0 + 4.0 * u);
+    const double v = d == Domain::kPositive  ? 0.5 + 2.5 * u
+                     : d == Domain::kNonzero ? (u < 0.5 ? -(0.5 + 3.0 * u) : 0.5 + 3.0 * (u - 0.5))
+                                             : -2.0 + 4.0 * u;
+    // 16-bit: multiples of 1/16 (|v| <= 3), so the lopsided partial pieces are exact (header).
+    if constexpr (is_half_v<T>) return static_cast<T>(std::round(v * 16.0) / 16.0);
+    return static_cast<T>(v);
   }
 }
 
@@ -144,12 +147,24 @@ Tensor<T> ref_matmul(const Tensor<T>& a, const Tensor<T>& b) {
     const T* pb = b.data() + broadcast_offset(bb, idx) * k * n;
     for (int64_t i = 0; i < m; ++i)
       for (int64_t j = 0; j < n; ++j) {
-        T s{0};
+        compute_t<T> s{0};  // 16-bit: float accumulation of the 16-bit inputs, rounded once
         for (int64_t l = 0; l < k; ++l) s += pa[i * k + l] * pb[l * n + j];
-        v[(bi * m + i) * n + j] = s;
+        v[(bi * m + i) * n + j] = T(s);
       }
   }
   return Tensor<T>::from_vector(out, std::move(v));
+}
+
+// sum_l (|a_il| + delta)(|b_lj| + delta) per output element, in double: the scale of the
+// rounding errors of a 16-bit matmul (delta > 0 bounds the extra magnitude of lopsided pieces).
+template <class T>
+std::vector<double> ref_matmul_magnitude(const Tensor<T>& a, const Tensor<T>& b, double delta) {
+  auto mag = [delta](const Tensor<T>& t) {
+    std::vector<double> v(t.numel());
+    for (int64_t g = 0; g < t.numel(); ++g) v[g] = std::abs(static_cast<double>(t.data()[g])) + delta;
+    return Tensor<double>::from_vector(t.shape(), std::move(v));
+  };
+  return ref_matmul(mag(a), mag(b)).to_vector();
 }
 
 template <class T>
@@ -162,26 +177,58 @@ T ref_gelu(T x) {  // the tanh form the kernel documents (torch's approximate="t
 // Op cases.
 
 struct Tolerance {
-  double rtol = 0, atol = 0;
+  // |got - expected| <= atol + rtol * |expected| + mtol * magnitude (matmul: sum |a||b|).
+  double rtol = 0, atol = 0, mtol = 0;
+  double delta = 0;  // added to |a|, |b| in the magnitude (lopsided partial pieces)
   std::string text() const {
-    if (rtol == 0 && atol == 0) return "exact";
+    if (rtol == 0 && atol == 0 && mtol == 0) return "exact";
     std::ostringstream s;
     s << "rtol " << rtol << ", atol " << atol;
+    if (mtol != 0) s << ", " << mtol << " * sum(|a|+" << delta << ")(|b|+" << delta << ")";
     return s.str();
   }
 };
 
+// For inputs built from whole tensors (from_host), and for lopsided partial inputs.
+struct Tolerances {
+  Tolerance plain, lopsided;
+};
+
+// The unit roundoff of a 16-bit type.
 template <class T>
-Tolerance elementwise_tolerance() {
+constexpr double unit_roundoff() {
+  return std::is_same_v<T, spsd::bfloat16> ? 0x1.0p-8 : 0x1.0p-11;
+}
+
+// Multiple of the lopsided partial pieces in 16-bit (the header): parts (g + 3q) % 7 - 3 times this.
+constexpr double kHalfPartScale = 1.0 / 16.0;
+
+template <class T>
+Tolerances elementwise_tolerance() {
   if constexpr (std::is_integral_v<T>) return {};
-  else if constexpr (std::is_same_v<T, float>) return {1e-5, 1e-5};
-  else return {1e-12, 1e-12};
+  else if constexpr (std::is_same_v<T, float>) return {{1e-5, 1e-5}, {1e-5, 1e-5}};
+  else if constexpr (std::is_same_v<T, double>) return {{1e-12, 1e-12}, {1e-12, 1e-12}};
+  else {
+    constexpr double u = unit_roundoff<T>();
+    return {{}, {8 * u, 32 * u}};
+  }
+}
+// exp, log, tanh, sigmoid, gelu: the kernel's float function and the reference's may differ in
+// the last float bits, so the 16-bit results by one ulp.
+template <class T>
+Tolerances function_tolerance() {
+  if constexpr (is_half_v<T>) return {{2 * unit_roundoff<T>(), 1e-6}, elementwise_tolerance<T>().lopsided};
+  else return elementwise_tolerance<T>();
 }
 template <class T>
-Tolerance matmul_tolerance() {
+Tolerances matmul_tolerance() {
   if constexpr (std::is_integral_v<T>) return {};
-  else if constexpr (std::is_same_v<T, float>) return {1e-5, 1e-4};
-  else return {1e-11, 1e-11};
+  else if constexpr (std::is_same_v<T, float>) return {{1e-5, 1e-4}, {1e-5, 1e-4}};
+  else if constexpr (std::is_same_v<T, double>) return {{1e-11, 1e-11}, {1e-11, 1e-11}};
+  else {
+    constexpr double u = unit_roundoff<T>();
+    return {{2 * u, 1e-6, 8 * u, 0}, {2 * u, 1e-6, 8 * u, 18 * kHalfPartScale}};
+  }
 }
 
 template <class T>
@@ -194,8 +241,10 @@ struct OpCase {
   std::vector<Domain> domains;
   std::function<GlobalTensor<T>(const Inputs<T>&)> run;
   std::function<Tensor<T>(const std::vector<Tensor<T>>&)> reference;
-  Tolerance tol;
+  Tolerances tol;
   bool full = false;  // one of the ops whose product always runs in full (float32)
+  // The magnitude per output element for Tolerance::mtol (matmul), with the tolerance's delta.
+  std::function<std::vector<double>(const std::vector<Tensor<T>>&, double)> magnitude = nullptr;
 };
 
 template <class T>
@@ -244,9 +293,9 @@ void add_scalar_cases(std::vector<OpCase<T>>& cases) {
 template <class T>
 void add_unary_cases(std::vector<OpCase<T>>& cases, bool full_dtype) {
   auto one = [&](std::string op, const Shape& shape, Domain d, std::function<GlobalTensor<T>(const GlobalTensor<T>&)> run,
-                 std::function<T(T)> f, bool full) {
+                 std::function<T(T)> f, bool full, Tolerances tol = elementwise_tolerance<T>()) {
     cases.push_back({std::move(op), {shape}, {d}, [run](const Inputs<T>& in) { return run(*in[0]); },
-                     [f](const std::vector<Tensor<T>>& w) { return ref_map(w[0], f); }, elementwise_tolerance<T>(), full});
+                     [f](const std::vector<Tensor<T>>& w) { return ref_map(w[0], f); }, tol, full});
   };
   for (const Shape& shape : {Shape{5, 7}, Shape{3, 1, 4}}) {
     one("relu", shape, Domain::kAny, [](const GlobalTensor<T>& x) { return spsd::relu(x); },
@@ -255,19 +304,20 @@ void add_unary_cases(std::vector<OpCase<T>>& cases, bool full_dtype) {
         false);
     one("abs", shape, Domain::kAny, [](const GlobalTensor<T>& x) { return spsd::abs(x); },
         [](T x) { return x < T(0) ? T(-x) : x; }, false);
-    if constexpr (std::is_floating_point_v<T>) {
+    if constexpr (!std::is_integral_v<T>) {
+      using C = compute_t<T>;  // 16-bit: the float function of the 16-bit input, rounded once
       one("gelu", shape, Domain::kAny, [](const GlobalTensor<T>& x) { return spsd::gelu(x); },
-          [](T x) { return ref_gelu(x); }, false);
+          [](T x) { return ref_gelu(x); }, false, function_tolerance<T>());
       one("exp", shape, Domain::kAny, [](const GlobalTensor<T>& x) { return spsd::exp(x); },
-          [](T x) { return std::exp(x); }, false);
+          [](T x) { return T(std::exp(C(x))); }, false, function_tolerance<T>());
       one("log", shape, Domain::kPositive, [](const GlobalTensor<T>& x) { return spsd::log(x); },
-          [](T x) { return std::log(x); }, false);
+          [](T x) { return T(std::log(C(x))); }, false, function_tolerance<T>());
       one("tanh", shape, Domain::kAny, [](const GlobalTensor<T>& x) { return spsd::tanh(x); },
-          [](T x) { return std::tanh(x); }, false);
+          [](T x) { return T(std::tanh(C(x))); }, false, function_tolerance<T>());
       one("sigmoid", shape, Domain::kAny, [](const GlobalTensor<T>& x) { return spsd::sigmoid(x); },
-          [](T x) { return T(1) / (T(1) + std::exp(-x)); }, false);
+          [](T x) { return T(C(1) / (C(1) + std::exp(-C(x)))); }, false, function_tolerance<T>());
       one("sqrt", shape, Domain::kPositive, [](const GlobalTensor<T>& x) { return spsd::sqrt(x); },
-          [](T x) { return std::sqrt(x); }, false);
+          [](T x) { return T(std::sqrt(C(x))); }, false);
     }
   }
 }
@@ -282,7 +332,8 @@ void add_matmul_cases(std::vector<OpCase<T>>& cases, bool full_dtype) {
     cases.push_back({"matmul", s, {Domain::kAny, Domain::kAny},
                      [](const Inputs<T>& in) { return spsd::matmul(*in[0], *in[1]); },
                      [](const std::vector<Tensor<T>>& w) { return ref_matmul(w[0], w[1]); }, matmul_tolerance<T>(),
-                     full_dtype});
+                     full_dtype,
+                     [](const std::vector<Tensor<T>>& w, double delta) { return ref_matmul_magnitude(w[0], w[1], delta); }});
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -295,20 +346,20 @@ std::string shapes_text(const std::vector<Shape>& shapes) {
 }
 
 template <class T>
-bool close(T got, T expected, const Tolerance& tol) {
+bool close(T got, T expected, const Tolerance& tol, double magnitude) {
   if constexpr (std::is_integral_v<T>) {
     return got == expected;
   } else {
-    if (std::isnan(got) || std::isnan(expected)) return false;
-    return std::abs(static_cast<double>(got) - static_cast<double>(expected)) <=
-           tol.atol + tol.rtol * std::abs(static_cast<double>(expected));
+    const double g = static_cast<double>(got), e = static_cast<double>(expected);
+    if (std::isnan(g) || std::isnan(e)) return false;
+    return std::abs(g - e) <= tol.atol + tol.rtol * std::abs(e) + tol.mtol * magnitude;
   }
 }
 
 template <class T>
-void run_case(const OpCase<T>& c, const Placement& placement, const OpSuiteOptions& options, Failures& failures,
-              OpSuiteCounts& counts) {
-  const int64_t stride = c.full ? options.full_stride : options.other_stride;
+void run_case(const OpCase<T>& c, const Placement& placement, const OpSuiteOptions& options, int64_t dtype_stride,
+              Failures& failures, OpSuiteCounts& counts) {
+  const int64_t stride = dtype_stride > 0 ? dtype_stride : c.full ? options.full_stride : options.other_stride;
   const std::string name = c.op + " " + std::string(spsd::to_string(dtype_of<T>)) + " " + shapes_text(c.shapes);
   const uint64_t seed = hash_text(name);
   const int64_t phase = static_cast<int64_t>(seed % static_cast<uint64_t>(stride));
@@ -317,6 +368,11 @@ void run_case(const OpCase<T>& c, const Placement& placement, const OpSuiteOptio
   std::vector<Tensor<T>> wholes;
   for (size_t i = 0; i < n_in; ++i) wholes.push_back(host_tensor<T>(c.shapes[i], seed + 17 * i, c.domains[i]));
   const Tensor<T> expected = c.reference(wholes);
+  std::vector<double> magnitude, lopsided_magnitude;
+  if (c.magnitude) {
+    magnitude = c.magnitude(wholes, c.tol.plain.delta);
+    lopsided_magnitude = c.magnitude(wholes, c.tol.lopsided.delta);
+  }
 
   // Every NdSbp per input, and the inputs built in them lazily (collective: every rank builds
   // the same ones in the same order).
@@ -334,7 +390,7 @@ void run_case(const OpCase<T>& c, const Placement& placement, const OpSuiteOptio
   auto input = [&](size_t i, size_t j, bool lopsided) -> const GlobalTensor<T>& {
     auto& slot = lopsided ? lopsided_built[i][j] : from_host_built[i][j];
     if (!slot) {
-      slot = lopsided ? build_layout(wholes[i], Layout{placement, layouts[i][j]})
+      slot = lopsided ? build_layout(wholes[i], Layout{placement, layouts[i][j]}, is_half_v<T> ? kHalfPartScale : 1.0)
                       : spsd::from_host(wholes[i], placement, layouts[i][j]);
     }
     return *slot;
@@ -372,12 +428,15 @@ void run_case(const OpCase<T>& c, const Placement& placement, const OpSuiteOptio
                      "), expected " + expected.shape().to_string());
         continue;
       }
+      const Tolerance& tol = lopsided ? c.tol.lopsided : c.tol.plain;
+      const std::vector<double>& mag = lopsided ? lopsided_magnitude : magnitude;
       int64_t bad = 0;
       for (int64_t g = 0; g < expected.numel(); ++g) {
-        if (close(got.data()[g], expected.data()[g], c.tol)) continue;
+        if (close(got.data()[g], expected.data()[g], tol, mag.empty() ? 0.0 : mag[g])) continue;
         if (bad++ < 3)
           failures.add(what + " -> " + y.nd_sbp().to_string() + ": element " + std::to_string(g) + ": got " +
-                       show(got.data()[g]) + ", expected " + show(expected.data()[g]) + " (" + c.tol.text() + ")");
+                       show(got.data()[g]) + ", expected " + show(expected.data()[g]) + " (" + tol.text() +
+                       (mag.empty() ? "" : ", magnitude " + show(mag[g])) + ")");
       }
       if (bad > 3) failures.add(what + ": " + std::to_string(bad - 3) + " more mismatching elements");
     } catch (const spsd::Error& e) {
@@ -387,8 +446,8 @@ void run_case(const OpCase<T>& c, const Placement& placement, const OpSuiteOptio
 }
 
 template <class T>
-void run_all(const Placement& placement, const OpSuiteOptions& options, bool full_dtype, Failures& failures,
-             OpSuiteCounts& counts) {
+void run_all(const Placement& placement, const OpSuiteOptions& options, bool full_dtype, int64_t dtype_stride,
+             Failures& failures, OpSuiteCounts& counts) {
   std::vector<OpCase<T>> cases;
   add_binary_cases<T>(cases, full_dtype);
   add_scalar_cases<T>(cases);
@@ -396,15 +455,20 @@ void run_all(const Placement& placement, const OpSuiteOptions& options, bool ful
   add_matmul_cases<T>(cases, full_dtype);
   for (const OpCase<T>& c : cases)
     if (std::find(options.skip_ops.begin(), options.skip_ops.end(), c.op) == options.skip_ops.end())
-      run_case(c, placement, options, failures, counts);
+      run_case(c, placement, options, dtype_stride, failures, counts);
 }
 
 }  // namespace
 
 void run_op_suite(const Placement& placement, const OpSuiteOptions& options, Failures& failures, OpSuiteCounts& counts) {
-  run_all<float>(placement, options, true, failures, counts);
-  if (options.float64) run_all<double>(placement, options, false, failures, counts);
-  if (options.int64) run_all<int64_t>(placement, options, false, failures, counts);
+  run_all<float>(placement, options, true, 0, failures, counts);
+  if (options.float64) run_all<double>(placement, options, false, 0, failures, counts);
+  if (options.int64) run_all<int64_t>(placement, options, false, 0, failures, counts);
+  // (spsd::: OpenBLAS declares a global bfloat16.)
+  if (options.bfloat16_stride > 0)
+    run_all<spsd::bfloat16>(placement, options, false, options.bfloat16_stride, failures, counts);
+  if (options.float16_stride > 0)
+    run_all<spsd::float16>(placement, options, false, options.float16_stride, failures, counts);
 }
 
 }  // namespace spsd_test

@@ -12,6 +12,22 @@
 //   float32: rtol = atol = 1e-5 for element-wise ops; matmul rtol 1e-5, atol 1e-4 (sums of up to
 //            7 products of partial pieces that were themselves rounded).
 //   float64: rtol = atol = 1e-12 for element-wise ops; matmul 1e-11.
+//   bfloat16 / float16 (u = 2^-8 / 2^-11): the reference is the float computation of the same
+//            16-bit inputs, rounded once. The inputs are multiples of 1/16 with |x| <= 3 (exact in
+//            both), and their lopsided P(sum) pieces are x - S and parts ((g + 3q) % 7 - 3) / 16
+//            (S: the sum of the parts; every piece and partial sum is a multiple of 1/16 below 4,
+//            exact), so the inputs themselves are exact in every layout.
+//            Element-wise: exact (one float operation rounded once on both sides); exp, log,
+//            tanh, sigmoid, gelu rtol 2u (one ulp: the kernel's float function and the
+//            reference's may differ in the last float bits), atol 1e-6. With lopsided partial inputs the pieces
+//            of a linear op's P(sum) output round one by one and the P(sum) reduction rounds each
+//            combine (pairwise, as the comm backends do at the time of writing; one rounding of a
+//            float32 sum is strictly better): at most 2n - 1 <= 7 roundings of values below
+//            |x| + 2.25 * max|other input| (n <= 4 pieces summing to at most |x| + 9/8 in
+//            magnitude, the other operand at most 3): rtol 8u, atol 32u.
+//            matmul: rtol 2u + 8u * sum_l |a_il||b_lj| (the pieces of a split-k product round
+//            one by one, then the reduction, as above); with lopsided inputs
+//            8u * sum_l (|a_il| + 9/8)(|b_lj| + 9/8).
 #include <cstdint>
 #include <map>
 #include <string>
@@ -29,6 +45,9 @@ struct OpSuiteOptions {
   int64_t other_stride = 1;    // every other op case (other ops, and float64 / int64 of the full ops)
   bool float64 = true;
   bool int64 = true;
+  // The 16-bit cases of every op, every stride-th combination; 0: not run.
+  int64_t bfloat16_stride = 0;
+  int64_t float16_stride = 0;
   std::vector<std::string> skip_ops;  // op names not run ("div", "x/s"), to narrow a failure down
 };
 

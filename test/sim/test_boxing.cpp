@@ -3,6 +3,7 @@
 // reference tensor; bytes with the lower bound (S/B) or the plan (partial).
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <map>
 #include <random>
 
 #include "boxing_suite.hpp"
@@ -19,16 +20,44 @@ Placement mesh_placement(const Shape& mesh, int64_t first_rank = 0) {
   return Placement("cpu", ranks, mesh);
 }
 
+using PairStats = std::map<std::pair<size_t, size_t>, CommStats>;
+
 // Every NdSbp of `from` to every NdSbp of `to` (stride 1), or the pairs (i, j) with
-// (i + j) % stride == 0: each source and each target NdSbp still appears, with every stride-th partner.
+// (i + j) % stride == phase: each source and each target NdSbp still appears, with every
+// stride-th partner. Returns this rank's counters per pair.
 template <class T>
-void all_pairs(const Shape& shape, const Placement& from, const Placement& to, Failures& f, size_t stride = 1) {
+PairStats all_pairs(const Shape& shape, const Placement& from, const Placement& to, Failures& f, size_t stride = 1,
+                    size_t phase = 0) {
   Tensor<T> whole = spsd_test::reference_tensor<T>(shape);
   std::vector<NdSbp> sources = spsd_test::all_nd_sbps(from.mesh().ndim(), shape.ndim());
   std::vector<NdSbp> targets = spsd_test::all_nd_sbps(to.mesh().ndim(), shape.ndim());
+  PairStats stats;
   for (size_t i = 0; i < sources.size(); ++i)
     for (size_t j = 0; j < targets.size(); ++j)
-      if ((i + j) % stride == 0) spsd_test::check_boxing(whole, {from, sources[i]}, {to, targets[j]}, f);
+      if ((i + j) % stride == phase % stride)
+        stats[{i, j}] = spsd_test::check_boxing(whole, {from, sources[i]}, {to, targets[j]}, f);
+  return stats;
+}
+
+// The 16-bit type T on every stride-th pair: values exact (reference_tensor's integers and the
+// lopsided pieces are exact in bfloat16 and float16) and half the bytes of float32 where the
+// planner takes the same path (wide: the float32 counters of the same pairs). Returns the number
+// of pairs run and of those whose bytes were compared.
+template <class T>
+std::pair<int64_t, int64_t> half_pairs(const Shape& shape, const Placement& from, const Placement& to,
+                                       const PairStats& wide, Failures& f, size_t stride, size_t phase) {
+  const std::vector<NdSbp> sources = spsd_test::all_nd_sbps(from.mesh().ndim(), shape.ndim());
+  const std::vector<NdSbp> targets = spsd_test::all_nd_sbps(to.mesh().ndim(), shape.ndim());
+  int64_t ran = 0, compared = 0;
+  for (const auto& [ij, narrow] : all_pairs<T>(shape, from, to, f, stride, phase)) {
+    ++ran;
+    const Layout a{from, sources[ij.first]}, b{to, targets[ij.second]};
+    compared += spsd_test::expect_half_bytes(
+        f, "boxing " + shape.to_string() + " " + std::string(to_string(dtype_of<T>)) + " " + a.to_string() + " -> " +
+               b.to_string() + " on rank " + std::to_string(rank()),
+        shape, dtype_of<T>, a, b, wide.at(ij), narrow);
+  }
+  return {ran, compared};
 }
 
 // SPSD_BOXING_STRIDE=1 runs every pair on 2x2x2 too (about 24 minutes for float and int64 on 2 cores).
@@ -39,15 +68,29 @@ size_t stride_or(size_t fallback) {
 
 const std::vector<Shape> kShapes = {Shape{0}, Shape{1}, Shape{7}, Shape{8}, Shape{5, 3}, Shape{6, 4}, Shape{3, 1, 5}, Shape{4, 0, 2}};
 
-void exhaustive_on(const Shape& mesh, const std::vector<Shape>& shapes, size_t stride = 1) {
+// bfloat16 on every half_stride-th pair the float32 sweep runs (0: none), float16 on every
+// kFloat16Stride-th of those.
+constexpr size_t kFloat16Stride = 7;
+
+void exhaustive_on(const Shape& mesh, const std::vector<Shape>& shapes, size_t stride = 1, size_t half_stride = 1) {
+  const bool halves = half_stride > 0;
   Placement p = mesh_placement(mesh);
   for (const Shape& shape : shapes) {
+    int64_t pairs = 0, compared = 0;
     Failures f = spsd_test::on_simulated_ranks(static_cast<int>(p.size()), [&](Failures& mine) {
-      all_pairs<float>(shape, p, p, mine, stride);
+      const PairStats wide = all_pairs<float>(shape, p, p, mine, stride);
       all_pairs<int64_t>(shape, p, p, mine, stride);
+      if (!halves) return;
+      const size_t bf16 = stride * half_stride, fp16 = bf16 * kFloat16Stride;
+      const auto [ran, c] = half_pairs<spsd::bfloat16>(shape, p, p, wide, mine, bf16, 0);
+      half_pairs<spsd::float16>(shape, p, p, wide, mine, fp16, bf16 * (shape.numel() % kFloat16Stride));
+      if (rank() == 0) pairs = ran, compared = c;
     });
     INFO("mesh " << mesh << ", shape " << shape << ", pair stride " << stride << "\n" << f.report());
     CHECK(f.empty());
+    // Most bfloat16 pairs take the float32 path (their bytes then compared); the S/B pairs' bytes
+    // are the lower bound in either dtype (check_boxing).
+    if (halves) CHECK(compared * 10 >= pairs * 9);
   }
 }
 
@@ -58,19 +101,19 @@ TEST_CASE("boxing: every NdSbp to every NdSbp on 1-d meshes", "[boxing]") {
 }
 
 TEST_CASE("boxing: every NdSbp to every NdSbp on 2x2 and 2x3", "[boxing]") {
-  exhaustive_on(Shape{2, 2}, kShapes);
-  exhaustive_on(Shape{2, 3}, kShapes);
+  exhaustive_on(Shape{2, 2}, kShapes, 1, 2);  // 16-bit on every other pair
+  exhaustive_on(Shape{2, 3}, kShapes, 1, 3);
 }
 
 // 2x2x2 has 125 to 343 NdSbps per tensor rank: all pairs of the 1-d tensors, and by default a
 // stratified subset for 2-d and 3-d tensors (every NdSbp as source and as target).
 TEST_CASE("boxing: every NdSbp to every NdSbp on 2x2x2, 1-d tensors", "[boxing][slow]") {
-  exhaustive_on(Shape{2, 2, 2}, {Shape{0}, Shape{1}, Shape{7}, Shape{8}}, stride_or(3));
+  exhaustive_on(Shape{2, 2, 2}, {Shape{0}, Shape{1}, Shape{7}, Shape{8}}, stride_or(3), 0);
 }
 
 TEST_CASE("boxing: NdSbp pairs on 2x2x2, 2-d and 3-d tensors", "[boxing][slow]") {
-  exhaustive_on(Shape{2, 2, 2}, {Shape{5, 3}, Shape{6, 4}}, stride_or(23));
-  exhaustive_on(Shape{2, 2, 2}, {Shape{3, 1, 5}, Shape{4, 0, 2}}, stride_or(59));
+  exhaustive_on(Shape{2, 2, 2}, {Shape{5, 3}, Shape{6, 4}}, stride_or(23), 0);
+  exhaustive_on(Shape{2, 2, 2}, {Shape{3, 1, 5}, Shape{4, 0, 2}}, stride_or(59), 0);
 }
 
 TEST_CASE("boxing: across placements, every NdSbp pair", "[boxing]") {
@@ -110,11 +153,17 @@ TEST_CASE("boxing: across placements, every NdSbp pair", "[boxing]") {
       {p2({0, 1, 2, 3, 4, 5}, 3, 2), p2({2, 3, 4, 5, 6, 7}, 2, 3)},  // 3x2 -> 2x3 shifted
   };
   REQUIRE(pairs.size() >= 30);
-  for (const auto& [from, to] : pairs)
+  for (size_t k = 0; k < pairs.size(); ++k)
     for (const Shape& shape : {Shape{5, 3}, Shape{7}}) {
+      const auto& [from, to] = pairs[k];
       Failures f = spsd_test::on_simulated_ranks(8, [&](Failures& mine) {
-        if (shape.ndim() == 2) all_pairs<float>(shape, from, to, mine);
-        else all_pairs<int64_t>(shape, from, to, mine);
+        if (shape.ndim() == 1) {
+          all_pairs<int64_t>(shape, from, to, mine);
+          return;
+        }
+        // bfloat16 on every third NdSbp pair (the phase varies with the placement pair).
+        const PairStats wide = all_pairs<float>(shape, from, to, mine);
+        half_pairs<spsd::bfloat16>(shape, from, to, wide, mine, 3, k);
       });
       INFO(from << " -> " << to << ", shape " << shape << "\n" << f.report());
       CHECK(f.empty());

@@ -1,7 +1,8 @@
 // Global element-wise ops and matmul under simulated ranks: the differential suite
 // (test/common/op_suite.cpp) on meshes {1}, {2}, {3}, {4} and {2, 2}, every combination of input
 // layouts (all op cases on the 1-d meshes; add, mul, matmul and relu in float32 on 2x2, with a
-// deterministic sample of the rest there); the placement check of the dispatch path; and the
+// deterministic sample of the rest there; bfloat16 every combination on the 1-d meshes and every
+// 7th on 2x2, float16 every 5th / 37th); the placement check of the dispatch path; and the
 // cross-rank consistency check catching ranks that issue different ops.
 #include <catch2/catch.hpp>
 #include <chrono>
@@ -35,21 +36,24 @@ void run_suite_on(const Shape& mesh, const spsd_test::OpSuiteOptions& options) {
 }
 
 // The full product for add, mul, matmul, relu (float32); every other op case (other ops, and the
-// float64 / int64 cases) one combination in `other` (the phase varies per op case).
-spsd_test::OpSuiteOptions options_for(int64_t other) {
+// float64 / int64 cases) one combination in `other` (the phase varies per op case); the 16-bit
+// cases of every op one in `bf16` / `fp16`.
+spsd_test::OpSuiteOptions options_for(int64_t other, int64_t bf16, int64_t fp16) {
   spsd_test::OpSuiteOptions o;
   o.full_stride = 1;
   o.other_stride = other;
+  o.bfloat16_stride = bf16;
+  o.float16_stride = fp16;
   return o;
 }
 
 }  // namespace
 
 TEST_CASE("ops differential: 1-d meshes of 1 to 4 ranks, every combination of every op case", "[ops-elementwise]") {
-  for (int64_t n : {1, 2, 3, 4}) run_suite_on(Shape{n}, options_for(1));
+  for (int64_t n : {1, 2, 3, 4}) run_suite_on(Shape{n}, options_for(1, 1, 5));
 }
 
-TEST_CASE("ops differential: 2x2 mesh, every combination for add, mul, matmul, relu (float32)", "[ops-elementwise]") { run_suite_on(Shape{2, 2}, options_for(11)); }
+TEST_CASE("ops differential: 2x2 mesh, every combination for add, mul, matmul, relu (float32)", "[ops-elementwise]") { run_suite_on(Shape{2, 2}, options_for(11, 7, 37)); }
 
 TEST_CASE("ops: inputs on different placements give an error naming both", "[ops-elementwise]") {
   std::vector<std::string> errors = spsd_test::errors_by_rank(4, [] {

@@ -46,8 +46,12 @@ inline void accumulate(std::optional<GlobalData>& slot, const GlobalData& g) {
   auto add_as = [&]<class T>(T*) {
     slot = spsd::add(GlobalTensor<T>::from_data(*slot), GlobalTensor<T>::from_data(g)).data();
   };
-  if (g.dtype == DType::kFloat64) add_as(static_cast<double*>(nullptr));
-  else add_as(static_cast<float*>(nullptr));
+  switch (g.dtype) {  // gradients are floating
+    case DType::kFloat64: return add_as(static_cast<double*>(nullptr));
+    case DType::kBFloat16: return add_as(static_cast<bfloat16*>(nullptr));
+    case DType::kFloat16: return add_as(static_cast<float16*>(nullptr));
+    default: return add_as(static_cast<float*>(nullptr));
+  }
 }
 
 // The nodes that lead to root, latest first.

@@ -2,14 +2,16 @@
 // cast<U>(x): x's values converted to element type U (kernel/convert.hpp), in x's layout, with
 // autograd (the gradient is cast back to x's type).
 //
-// Layouts: every split and B map to themselves, and so do P(max) and P(min): each conversion is
-// non-decreasing, so the max of converted pieces is the converted max (the identity padding
-// converts to a value no greater than any other). P(sum) stays P(sum) between floating types
+// Layouts: every split and B map to themselves, and so do P(max) and P(min) where the conversion
+// is non-decreasing, so the max of converted pieces is the converted max (the identity padding
+// converts to a value no greater than any other): every pair but int64 -> int32, which wraps
+// modulo 2^32 (the padding INT64_MIN becomes 0) and so reduces P(max)/P(min) first. P(sum) stays P(sum) between floating types
 // only, the pieces converted one by one: exact when U holds every value of x's type (float ->
 // double, 16-bit -> float), otherwise each piece rounds, so the sum of the converted pieces is
 // within u * sum_i |p_i| of the exact sum (u: U's unit roundoff, 2^-8 bfloat16, 2^-11 float16,
 // 2^-24 float) before the reduction that later resolves the partial rounds once more. Casts
-// to or from integers box P(sum) to B first (integer sums wrap; truncation is not linear).
+// to or from integers reduce P(sum) first, to B or a split, whichever the dispatcher finds
+// cheaper (integer sums wrap; truncation is not linear).
 // docs/precision.md.
 #include <string>
 
@@ -35,8 +37,10 @@ struct CastDef {
     std::vector<Signature> t;
     for (int64_t d = 0; d < in[0].shape.ndim(); ++d) t.push_back(uniform_signature(1, sbp::split(d)));
     if (is_floating(in[0].dtype) && is_floating(target(attrs))) t.push_back(uniform_signature(1, sbp::partial_sum));
-    t.insert(t.end(), {uniform_signature(1, sbp::partial_max), uniform_signature(1, sbp::partial_min),
-                       uniform_signature(1, sbp::broadcast)});
+    const bool wraps = !is_floating(in[0].dtype) && !is_floating(target(attrs)) &&
+                       size_of(target(attrs)) < size_of(in[0].dtype);  // not monotone
+    if (!wraps) t.insert(t.end(), {uniform_signature(1, sbp::partial_max), uniform_signature(1, sbp::partial_min)});
+    t.push_back(uniform_signature(1, sbp::broadcast));
     return t;
   }
 

@@ -40,7 +40,7 @@ class DeviceRuntime {
   // See detail::copy_bytes and detail::zero_bytes; at least one side is device memory here.
   virtual void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device, int64_t bytes) = 0;
   virtual void zero_bytes(void* dst, int64_t bytes) = 0;
-  // See detail::fill_elements; value_bytes is 4 or 8 here.
+  // See detail::fill_elements; value_bytes is 2, 4 or 8 here.
   virtual void fill_elements(void* dst, int64_t count, const void* value, int64_t value_bytes) = 0;
   // Waits on the host for everything enqueued on this rank's streams.
   virtual void synchronize() = 0;
@@ -75,7 +75,7 @@ void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType sr
 // Zero-fills bytes of memory in the given space.
 void zero_bytes(void* dst, DeviceType device, int64_t bytes);
 // Sets count elements of value_bytes bytes each to *value, in the given space; on a device, a
-// fill on the compute stream (no host copy). value_bytes: 4 or 8 (the element sizes).
+// fill on the compute stream (no host copy). value_bytes: 2, 4 or 8 (the element sizes).
 void fill_elements(void* dst, DeviceType device, int64_t count, const void* value, int64_t value_bytes);
 // The stream to launch kernels on for this memory space (nullptr for the CPU): the compute
 // stream, or the one a KernelStreamOverride on this thread names.
