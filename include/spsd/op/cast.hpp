@@ -5,8 +5,8 @@
 // Layouts: every split and B map to themselves, and so do P(max) and P(min) where the conversion
 // is non-decreasing, so the max of converted pieces is the converted max (the identity padding
 // converts to a value no greater than any other): every pair but int64 -> int32, which wraps
-// modulo 2^32 (the padding INT64_MIN becomes 0) and so reduces P(max)/P(min) first. P(sum) stays P(sum) between floating types
-// only, the pieces converted one by one: exact when U holds every value of x's type (float ->
+// modulo 2^32 (the padding INT64_MIN becomes 0) and so reduces P(max)/P(min) first. P(sum)
+// stays P(sum) between floating types only, the pieces converted one by one: exact when U holds every value of x's type (float ->
 // double, 16-bit -> float), otherwise each piece rounds, so the sum of the converted pieces is
 // within u * sum_i |p_i| of the exact sum (u: U's unit roundoff, 2^-8 bfloat16, 2^-11 float16,
 // 2^-24 float) before the reduction that later resolves the partial rounds once more. Casts
