@@ -13,7 +13,7 @@ namespace spsd_test {
 
 // Collective over the world (at least 4 ranks; ranks 0..3 hold the tensors). Writes the
 // reference checkpoint into dir (a map of named tensors) and dir + "/single" (one tensor).
-void save_reference_checkpoint(Failures& failures, const std::string& dir);
+void save_reference_checkpoint(const std::string& dir);
 
 // Collective over the world, any size: loads every tensor of the reference checkpoint on all
 // ranks in every layout of the 1-d mesh and of each 2-d mesh (a, world / a), compares each

@@ -13,7 +13,7 @@ int main(int argc, char** argv) {
   spsd_test::Failures failures;
   int loads = 0;
   if (mode == "save" && argc == 3) {
-    spsd_test::save_reference_checkpoint(failures, argv[2]);
+    spsd_test::save_reference_checkpoint(argv[2]);
   } else if (mode == "load" && argc == 4) {
     loads = spsd_test::check_reference_loads(failures, argv[2]);
     spsd_test::check_corruption_detected(failures, argv[2], argv[3]);
