@@ -252,7 +252,7 @@ void define_shape_index_rules(RuleTable& rules) {
     if (a.wants(0)) a.set(0, embedding_grad(a.g(), a.indices(1), a.shape(0)[0]));
   });
   define_rule(rules, "pick", [](const auto& a) {
-    if (a.wants(0)) a.set(0, pick_grad(a.g(), a.indices(1), a.shape(0)[1]));
+    if (a.wants(0)) a.set(0, pick_grad(a.g(), a.indices(1), a.shape(0)[a.shape(0).ndim() - 1]));
   });
   // Boxing moves values, so the gradient is g itself; back on the input's placement if it moved
   // (with the input's layout, partials made B).

@@ -135,3 +135,41 @@ TEST_CASE("fused softmax, log_softmax and cross_entropy backward equal the compo
   INFO(failures.report());
   CHECK(failures.empty());
 }
+
+// A language model's (B, T, V) logits with (B, T) targets: the loss and its gradient in every
+// 1-d layout (batch, sequence or vocabulary split, B) equal the plain loops' over all B*T rows,
+// and a split of a leading axis (batch or sequence) takes no boxing of the logits: forward
+// reduces only the P(sum) scalar, backward communicates nothing.
+TEST_CASE("cross_entropy over leading axes (B, T, V): every layout equals one process", "[autograd]") {
+  Failures failures = spsd_test::on_simulated_ranks(2, [](Failures& f) {
+    const Placement p("cpu", {0, 1});
+    const int64_t b = 2, t = 3, c = 5, n = b * t;
+    const Tensor<double> hx = normal_values<double>({b, t, c}, 11, 3);
+    const std::vector<int64_t> hl = {3, 0, 4, 1, 1, 2};
+    double want_loss = 0;
+    std::vector<double> want(n * c);
+    for (int64_t i = 0; i < n; ++i) {
+      double mx = -INFINITY, s = 0;
+      for (int64_t j = 0; j < c; ++j) mx = std::max(mx, hx.data()[i * c + j]);
+      for (int64_t j = 0; j < c; ++j) s += std::exp(hx.data()[i * c + j] - mx);
+      want_loss += (mx + std::log(s) - hx.data()[i * c + hl[i]]) / n;
+      for (int64_t j = 0; j < c; ++j) want[i * c + j] = (std::exp(hx.data()[i * c + j] - mx) / s - (j == hl[i])) / n;
+    }
+    for (const NdSbp& layout : {NdSbp(sbp::split(0)), NdSbp(sbp::split(1)), NdSbp(sbp::split(2)), NdSbp(sbp::broadcast)}) {
+      const std::string what = "cross_entropy (2, 3, 5) logits " + layout.to_string();
+      const bool leading = layout[0].is_split() && layout[0].axis() < 2;
+      const auto labels = from_host(Tensor<int64_t>::from_vector(Shape{b, t}, hl), p, leading ? layout : NdSbp(sbp::broadcast));
+      auto x = spsd_test::build_layout(hx, {p, layout}).requires_grad_();
+      reset_comm_stats();
+      const auto loss = cross_entropy(x, labels);
+      if (leading && comm_stats().collectives != 0) f.add(what + ": forward communicated " + comm_stats().to_string());
+      compare(f, what + " loss", loss.full().to_vector(), std::vector<double>{want_loss});
+      reset_comm_stats();
+      backward(loss);
+      if (leading && comm_stats().collectives != 0) f.add(what + ": backward communicated " + comm_stats().to_string());
+      compare(f, what + " gradient", x.grad().full().to_vector(), want);
+    }
+  });
+  INFO(failures.report());
+  CHECK(failures.empty());
+}

@@ -11,8 +11,8 @@
 //   embedding_grad(g (..., E), indices (...), V)  -> (V, E): rows of g added at their index
 //       S(i), S(i) -> P(sum) (data parallel: each rank adds its rows);  S(last), B -> S(1);
 //       P(sum), B -> P(sum);  B, B -> B
-//   pick_grad(g (N), labels (N), C)  -> (N, C): g[i] at [i, labels[i]], 0 elsewhere
-//       S(0), S(0) -> S(0);  P(sum), B -> P(sum);  B, B -> B
+//   pick_grad(g (...), labels (...), C)  -> (..., C): g[r] at [r, labels[r]], 0 elsewhere
+//       S(d), S(d) -> S(d) for every axis d of g;  P(sum), B -> P(sum);  B, B -> B
 // Each kernel runs where the pieces live (kernel/any_device.hpp): cpu loops, or CUDA kernels on
 // the rank's compute stream, with no host copy.
 #include <string_view>
@@ -146,19 +146,25 @@ struct PickGradDef {
 
   // attrs = [C]
   static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs& attrs) {
-    SPSD_CHECK(attrs.size() == 1 && in[0].shape.ndim() == 1 && in[0].shape == in[1].shape, name,
-               "needs g (N) and labels (N), got ", in[0].shape, " and ", in[1].shape);
-    return {Shape{in[0].shape[0], attrs[0]}, in[0].dtype};
+    SPSD_CHECK(attrs.size() == 1 && in[0].shape == in[1].shape, name, "needs g (...) and labels (...), got ",
+               in[0].shape, " and ", in[1].shape);
+    std::vector<int64_t> dims = in[0].shape.dims();
+    dims.push_back(attrs[0]);
+    return {Shape(std::move(dims)), in[0].dtype};
   }
 
-  static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&) {
+  static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs&) {
     const Sbp &B = sbp::broadcast, &P = sbp::partial_sum;
-    return {{{sbp::split(0), sbp::split(0)}, sbp::split(0)}, {{P, B}, P}, uniform_signature(2, B)};
+    std::vector<Signature> t;
+    for (int64_t d = 0; d < in[0].shape.ndim(); ++d) t.push_back(uniform_signature(2, sbp::split(d)));
+    t.insert(t.end(), {{{P, B}, P}, uniform_signature(2, B)});
+    return t;
   }
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
-    kernel::pick_grad<T>(k.target, k.in<T>(0), k.in<int64_t>(1), k.out_shape[0], k.out_shape[1], k.out_as<T>());
+    kernel::pick_grad<T>(k.target, k.in<T>(0), k.in<int64_t>(1), k.inputs[0].shape.numel(), k.attrs[0],
+                         k.out_as<T>());
   }
 };
 

@@ -8,11 +8,12 @@
 //   softmax_grad(y, g, axis)        dx = y (g - sum(g y, axis))
 //   log_softmax_grad(y, g, axis)    dx = g - exp(y) sum(g, axis)
 //       S(d), S(d) -> S(d) for d != axis;  B, P(sum) -> P(sum) (linear in g);  B, B -> B
-//   cross_entropy_grad(logits (N, C), labels (N), g ())
-//       dlogits = (softmax(logits, 1) - onehot(labels)) g / N, a row of zeros for a label
-//       outside [0, C) (as the composed pick_grad + log_softmax_grad give). softmax is
-//       recomputed from the logits in the same kernel, so forward keeps no (N, C) for it.
-//       S(0), S(0), B -> S(0);  B, B, P(sum) -> P(sum);  B, B, B -> B
+//   cross_entropy_grad(logits (..., C), labels (...), g ())
+//       dlogits = (softmax(logits, -1) - onehot(labels)) g / N (N rows: the leading axes'
+//       product), a row of zeros for a label outside [0, C) (as the composed pick_grad +
+//       log_softmax_grad give). softmax is recomputed from the logits in the same kernel, so
+//       forward keeps no (N, C) for it.
+//       S(d), S(d), B -> S(d) for every leading axis d;  B, B, P(sum) -> P(sum);  B, B, B -> B
 #include <string>
 #include <string_view>
 
@@ -58,11 +59,13 @@ struct SoftmaxGradDef {
 struct CrossEntropyGradDef {
   static constexpr std::string_view name = "cross_entropy_grad";
 
-  // inputs (logits (N, C), labels (N), g ()).
+  // inputs (logits (..., C), labels (...), g ()).
   static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) {
     const TensorMeta &x = in[0], &labels = in[1], &g = in[2];
-    SPSD_CHECK(x.shape.ndim() == 2 && labels.shape.ndim() == 1 && x.shape[0] == labels.shape[0], name,
-               "needs logits (N, C) and labels (N), logits are ", x.shape, ", labels are ", labels.shape);
+    bool rows_match = x.shape.ndim() >= 1 && labels.shape.ndim() == x.shape.ndim() - 1;
+    for (int64_t d = 0; rows_match && d < labels.shape.ndim(); ++d) rows_match = x.shape[d] == labels.shape[d];
+    SPSD_CHECK(rows_match, name, "needs logits (..., C) and labels (...), logits are ", x.shape, ", labels are ",
+               labels.shape);
     SPSD_CHECK(is_floating(x.dtype) && labels.dtype == DType::kInt64, name,
                "needs floating logits and int64 labels, got ", x.dtype, " and ", labels.dtype);
     SPSD_CHECK(g.shape.ndim() == 0 && g.dtype == x.dtype, name, "needs a scalar gradient of the logits' type, got ",
@@ -70,16 +73,21 @@ struct CrossEntropyGradDef {
     return x;
   }
 
-  static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&) {
+  static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs&) {
     const Sbp &B = sbp::broadcast, &P = sbp::partial_sum;
-    return {{{sbp::split(0), sbp::split(0), B}, sbp::split(0)}, {{B, B, P}, P}, {{B, B, B}, B}};
+    std::vector<Signature> t;
+    for (int64_t d = 0; d + 1 < in[0].shape.ndim(); ++d)
+      t.push_back({{sbp::split(d), sbp::split(d), B}, sbp::split(d)});
+    t.insert(t.end(), {{{B, B, P}, P}, {{B, B, B}, B}});
+    return t;
   }
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
     if constexpr (FloatingElement<T>)
-      kernel::cross_entropy_backward<T>(k.target, k.in<T>(0), k.in<int64_t>(1), k.in<T>(2), k.inputs[0].shape[0],
-                                        k.inputs[0].shape[1], k.inputs[0].global->shape[0], k.out_as<T>());
+      kernel::cross_entropy_backward<T>(k.target, k.in<T>(0), k.in<int64_t>(1), k.in<T>(2),
+                                        k.inputs[1].shape.numel(), k.inputs[0].shape[k.inputs[0].shape.ndim() - 1],
+                                        k.inputs[1].global->shape.numel(), k.out_as<T>());
   }
 };
 

@@ -12,9 +12,11 @@
 //   (P(min), B)   -> P(min)
 //   (B, B)        -> B
 //
-// pick(x (N, C), labels (N)) -> (N): out[i] = x[i, labels[i]], x floating. Table (x, labels):
-//   (S(0), S(0))  -> S(0)        batch parallel
-//   (S(1), B)     -> P(sum)      class parallel: the rank holding column labels[i] gives it,
+// pick(x (..., C), labels (...)) -> (...): out[r] = x[r, labels[r]] for every row r of the
+// leading axes (a (B, T, V) language model's logits with (B, T) targets), x floating. Table
+// (x, labels), for every leading axis d:
+//   (S(d), S(d))  -> S(d)        batch (or sequence) parallel
+//   (S(last), B)  -> P(sum)      class parallel: the rank holding column labels[r] gives it,
 //                                the others 0
 //   (P(sum), B)   -> P(sum)      linear in x
 //   (P(max), B)   -> P(max)      selection commutes with max and min
@@ -85,32 +87,36 @@ struct PickDef {
 
   static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) {
     const TensorMeta &x = in[0], &labels = in[1];
-    SPSD_CHECK(x.shape.ndim() == 2 && labels.shape.ndim() == 1 && x.shape[0] == labels.shape[0], name,
-               "needs x (N, C) and labels (N), x is ", x.shape, ", labels are ", labels.shape);
+    SPSD_CHECK(x.shape.ndim() >= 1 && labels.shape.ndim() == x.shape.ndim() - 1, name,
+               "needs x (..., C) and labels (...), x is ", x.shape, ", labels are ", labels.shape);
+    for (int64_t d = 0; d < labels.shape.ndim(); ++d)
+      SPSD_CHECK(x.shape[d] == labels.shape[d], name, "needs x (..., C) and labels (...), x is ", x.shape,
+                 ", labels are ", labels.shape);
     SPSD_CHECK(is_floating(x.dtype), name, "x must be floating, x is ", x.dtype);
     SPSD_CHECK(labels.dtype == DType::kInt64, name, "labels must be int64, labels are ", labels.dtype);
     return {labels.shape, x.dtype};
   }
 
-  static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&) {
+  static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs&) {
     const Sbp &B = sbp::broadcast, &P = sbp::partial_sum;
     const Sbp &Mx = sbp::partial_max, &Mn = sbp::partial_min;
-    return {{{sbp::split(0), sbp::split(0)}, sbp::split(0)},
-            {{sbp::split(1), B}, P},
-            {{P, B}, P},
-            {{Mx, B}, Mx},
-            {{Mn, B}, Mn},
-            {{B, B}, B}};
+    const int64_t last = in[0].shape.ndim() - 1;
+    std::vector<Signature> t;
+    for (int64_t d = 0; d < last; ++d) t.push_back(uniform_signature(2, sbp::split(d)));
+    t.insert(t.end(), {{{sbp::split(last), B}, P}, {{P, B}, P}, {{Mx, B}, Mx}, {{Mn, B}, Mn}, {{B, B}, B}});
+    return t;
   }
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
     const LocalInput &x = k.inputs[0], &lab = k.inputs[1];
-    const int64_t n = x.shape[0], c = x.shape[1], c_begin = x.box.begin[1];
+    const int64_t last = x.shape.ndim() - 1;
+    // The piece holds whole rows of its leading box (only a split of the last axis cuts a row).
+    const int64_t c = x.shape[last], n = lab.shape.numel(), c_begin = x.box.begin[last];
     const int64_t* labels = lab.as<int64_t>();
     T* out = k.out_as<T>();
     kernel::pick<T>(k.target, x.as<T>(), n, c_begin, c, labels, out);
-    if (c_begin == 0) kernel::mark_out_of_range<T>(k.target, labels, n, x.global->shape[1], 1, out);
+    if (c_begin == 0) kernel::mark_out_of_range<T>(k.target, labels, n, x.global->shape[last], 1, out);
   }
 };
 

@@ -1,13 +1,15 @@
 #pragma once
-// cross_entropy(logits (N, C), labels (N)) -> shape (): the mean over the N rows of
-// -log_softmax(logits, 1)[i, labels[i]], floating logits, int64 labels.
+// cross_entropy(logits (..., C), labels (...)) -> shape (): the mean over every row r of the
+// leading axes of -log_softmax(logits, -1)[r, labels[r]], floating logits, int64 labels. A
+// language model passes its (B, T, V) logits and (B, T) targets as they are: flattening them
+// to (B*T, V) would cost a boxing when the sequence axis is split.
 //
 // A composition of global ops, so each step picks its own signature:
-//     -mean(pick(log_softmax(logits, 1), labels), {0})
-//   batch parallel (logits S(0), labels S(0)): log_softmax S(0) -> S(0) and pick
-//     (S(0), S(0)) -> S(0) are local, mean over the split axis gives P(sum), and neg keeps it:
-//     the result is a P(sum) scalar and nothing is communicated until someone reads it.
-//   class parallel (logits S(1)): log_softmax takes the decomposition through partial max and
+//     -mean(pick(log_softmax(logits, -1), labels), all axes)
+//   batch or sequence parallel (logits and labels S(d), d a leading axis): log_softmax and pick
+//     are local, mean over the split axis gives P(sum), and neg keeps it: the result is a
+//     P(sum) scalar and nothing is communicated until someone reads it.
+//   class parallel (logits S(last)): log_softmax takes the decomposition through partial max and
 //     sum (two all-reduces of N elements, see softmax.hpp), pick (S(1), B) -> P(sum) (the
 //     labels are made B if they are not), mean P(sum) -> P(sum).
 // An out-of-range label makes its row's pick NaN (see index.hpp), hence a NaN loss.
@@ -29,19 +31,24 @@ namespace spsd {
 template <Element T>
 GlobalTensor<T> cross_entropy(const GlobalTensor<T>& logits, const GlobalTensor<int64_t>& labels) {
   const Shape &l = logits.shape(), &y = labels.shape();
-  SPSD_CHECK(l.ndim() == 2, "cross_entropy", "logits must be (N, C), logits are ", l, ", labels are ", y);
-  SPSD_CHECK(y.ndim() == 1, "cross_entropy", "labels must be (N), logits are ", l, ", labels are ", y);
-  SPSD_CHECK(l[0] == y[0], "cross_entropy", "logits and labels have different N: logits are ", l, ", labels are ",
-             y);
+  SPSD_CHECK(l.ndim() >= 1, "cross_entropy", "logits must be (..., C), logits are ", l, ", labels are ", y);
+  SPSD_CHECK(y.ndim() == l.ndim() - 1, "cross_entropy", "labels must be (...) for logits (..., C), logits are ", l,
+             ", labels are ", y);
+  for (int64_t d = 0; d < y.ndim(); ++d)
+    SPSD_CHECK(l[d] == y[d], "cross_entropy", "logits and labels have different leading axes: logits are ", l,
+               ", labels are ", y);
   SPSD_CHECK(is_floating(dtype_of<T>), "cross_entropy", "logits must be floating, logits are ",
              dtype_of<T>);
   SPSD_CHECK(logits.placement() == labels.placement(), "cross_entropy", "logits and labels must share one placement: ",
              "logits are on ", logits.placement(), ", labels on ", labels.placement(), " (move one with to_global first)");
+  const int64_t last = l.ndim() - 1;
+  std::vector<int64_t> rows(static_cast<size_t>(last));
+  for (int64_t d = 0; d < last; ++d) rows[d] = d;
   const auto composed = [&](const GlobalTensor<T>& x) {
-    return spsd::neg(spsd::mean(spsd::pick(spsd::log_softmax(x, 1), labels), {0}));
+    return spsd::neg(spsd::mean(spsd::pick(spsd::log_softmax(x, last), labels), rows));
   };
   for (const Sbp& s : logits.nd_sbp())
-    if (s.is_partial() || (s.is_split() && s.axis() == 1)) return composed(logits);
+    if (s.is_partial() || (s.is_split() && s.axis() == last)) return composed(logits);
   const detail::InputRef refs[] = {detail::input_ref(logits), detail::input_ref(labels)};
   return detail::recorded("cross_entropy", refs, {}, {}, composed(logits.detach()));
 }
