@@ -9,9 +9,9 @@ SPSD_BUILD_DIR=${SPSD_BUILD_DIR:-build}
 # The Debian 12 packages that building, testing and running the examples need.
 # CUDA is optional: Debian has no CUDA 12+, so it is used when /usr/local/cuda has it.
 # dataset-fashion-mnist: the data of examples/07_train_mlp and its tests (they fall back to a
-# generated stand-in without it).
+# generated stand-in without it). fortunes: the text examples/08_gpt trains on (same fallback).
 SPSD_PACKAGES=(meson ninja-build pkg-config g++ libboost-mpi-dev openmpi-bin libopenmpi-dev catch2
-               libopenblas-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev)
+               libopenblas-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev fortunes)
 
 spsd_say() { printf 'tools/%s: %s\n' "${0##*/}" "$*" >&2; }
 

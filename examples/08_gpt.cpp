@@ -1,0 +1,205 @@
+// 08_gpt: a character-level GPT trained on the fortunes Debian ships, data-, sequence-,
+// tensor- or 2-d-parallel. The model (train/gpt.hpp) and this loop are written as for one
+// device; the parallelism is only the layouts the parameters and the tokens start in:
+//   --parallel data       tokens split on the batch, parameters B
+//   --parallel sequence   tokens split on the sequence: attention gathers keys and values
+//   --parallel tensor     Megatron: heads and MLP hidden units split, vocab-parallel head and loss
+//   --parallel 2d         (world/2, 2) mesh: data parallel on mesh axis 0, tensor on axis 1
+// --device cuda|cpu (default: cuda when a GPU is usable), --dtype float32|bfloat16|float16 (the
+// forward in that type on float32 master weights; float16 adds a GradScaler).
+// Options: --steps N (300), --batch N (32), --context N (64), --dim N (128), --heads N (4),
+// --layers N (2), --lr X (3e-3), --dropout P (0), --tied 0|1 (0: a separate head), --seed N (1),
+// --sample N (generate N characters at the end; 0: none), --text DIR (fortunes directory),
+// --text-limit N (characters read), --csv FILE (loss per step), --log-every N (10).
+// The progress line shows the loss (mean over the last steps) and tokens per second; the
+// unigram entropy printed at start is the loss of a model that ignores context.
+//   tools/mpirun -np 4 build/examples/08_gpt --parallel 2d --sample 300
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <random>
+#include <spsd/spsd.hpp>
+#include <string>
+
+#include "train/gpt.hpp"
+#include "train/text.hpp"
+
+using namespace spsd;
+
+namespace {
+
+struct Options {
+  std::string parallel = "data", device, dtype = "float32", text = examples::kFortunesDir, csv;
+  int64_t steps = 300, batch = 32, context = 64, dim = 128, heads = 4, layers = 2, sample = 0, text_limit = -1,
+          log_every = 10;
+  double lr = 3e-3, dropout = 0;
+  bool tied = false;
+  uint64_t seed = 1;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    SPSD_CHECK(i + 1 < argc, "08_gpt", "option ", a, " needs a value");
+    const std::string v = argv[++i];
+    if (a == "--parallel") o.parallel = v;
+    else if (a == "--device") o.device = v;
+    else if (a == "--dtype") o.dtype = v;
+    else if (a == "--text") o.text = v;
+    else if (a == "--csv") o.csv = v;
+    else if (a == "--steps") o.steps = std::stoll(v);
+    else if (a == "--batch") o.batch = std::stoll(v);
+    else if (a == "--context") o.context = std::stoll(v);
+    else if (a == "--dim") o.dim = std::stoll(v);
+    else if (a == "--heads") o.heads = std::stoll(v);
+    else if (a == "--layers") o.layers = std::stoll(v);
+    else if (a == "--sample") o.sample = std::stoll(v);
+    else if (a == "--text-limit") o.text_limit = std::stoll(v);
+    else if (a == "--log-every") o.log_every = std::max<int64_t>(1, std::stoll(v));
+    else if (a == "--lr") o.lr = std::stod(v);
+    else if (a == "--dropout") o.dropout = std::stod(v);
+    else if (a == "--tied") o.tied = v != "0";
+    else if (a == "--seed") o.seed = std::stoull(v);
+    else SPSD_CHECK(false, "08_gpt", "unknown option ", a);
+  }
+  SPSD_CHECK(o.device.empty() || o.device == "cpu" || o.device == "cuda", "08_gpt",
+             "--device must be cpu or cuda, got \"", o.device, "\"");
+  if (o.device.empty()) o.device = cuda_available() ? "cuda" : "cpu";
+  SPSD_CHECK(o.dtype == "float32" || o.dtype == "bfloat16" || o.dtype == "float16", "08_gpt",
+             "--dtype must be float32, bfloat16 or float16, got \"", o.dtype, "\"");
+  return o;
+}
+
+// The loss of a batch, the forward in C and the loss in float32.
+template <FloatingElement C>
+GlobalTensor<float> loss_in(const examples::Gpt<float>& model, const GlobalTensor<int64_t>& inputs,
+                            const GlobalTensor<int64_t>& targets, uint64_t dropout_seed) {
+  return cross_entropy(cast<float>(model.template operator()<C>(inputs, dropout_seed)), targets);
+}
+
+GlobalTensor<float> loss_of(const std::string& dtype, const examples::Gpt<float>& model,
+                            const GlobalTensor<int64_t>& inputs, const GlobalTensor<int64_t>& targets,
+                            uint64_t dropout_seed) {
+  if (dtype == "bfloat16") return loss_in<bfloat16>(model, inputs, targets, dropout_seed);
+  if (dtype == "float16") return loss_in<float16>(model, inputs, targets, dropout_seed);
+  return loss_in<float>(model, inputs, targets, dropout_seed);
+}
+
+void progress(int64_t step, int64_t steps, double tokens_per_s, double loss, bool last) {
+  if (rank() != 0) return;
+  constexpr int kWidth = 30;
+  const int filled = static_cast<int>(kWidth * step / std::max<int64_t>(steps, 1));
+  std::printf("\rstep %lld/%lld [%s%s] loss %.4f  %.0f tokens/s", static_cast<long long>(step),
+              static_cast<long long>(steps), std::string(filled, '=').c_str(), std::string(kWidth - filled, ' ').c_str(),
+              loss, tokens_per_s);
+  std::printf(last ? "\n" : "");
+  std::fflush(stdout);
+}
+
+// n characters after a newline, sampled at temperature 0.8 from the model's next-token
+// distribution. Every rank draws the same numbers (one seeded generator), so all agree on
+// the text. The window is always `context` tokens (the prompt padded at its end: causal
+// attention keeps the padding out of the positions read), so every step reuses one plan.
+std::string generate(const examples::Gpt<float>& model, const examples::Corpus& corpus, const examples::GptLayouts& l,
+                     int64_t n, uint64_t seed) {
+  NoGradGuard no_grad;
+  const int64_t context = model.config.context, v = corpus.vocab_size();
+  const NdSbp replicated(std::vector<Sbp>(l.placement.mesh().ndim(), sbp::broadcast));
+  std::mt19937_64 g(seed);
+  std::vector<int64_t> text = {corpus.id['\n'] >= 0 ? corpus.id['\n'] : 0};
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t begin = std::max<int64_t>(0, static_cast<int64_t>(text.size()) - context);
+    std::vector<int64_t> window(text.begin() + begin, text.end());
+    const int64_t at = static_cast<int64_t>(window.size()) - 1;
+    window.resize(static_cast<size_t>(context), 0);
+    const auto tokens = from_host(Tensor<int64_t>::from_vector({1, context}, window), l.placement, replicated);
+    const std::vector<float> logits = slice(model.operator()<float>(tokens), 1, at, at + 1).full().to_vector();
+    const float top = *std::max_element(logits.begin(), logits.end());
+    std::vector<double> p(static_cast<size_t>(v));
+    for (int64_t j = 0; j < v; ++j) p[j] = std::exp((logits[j] - top) / 0.8);
+    text.push_back(std::discrete_distribution<int64_t>(p.begin(), p.end())(g));
+  }
+  return corpus.decode(text);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Runtime runtime(argc, argv);
+  const Options o = parse(argc, argv);
+  const examples::Corpus corpus = examples::have_fortunes(o.text) ? examples::read_fortunes(o.text, o.text_limit)
+                                                                  : examples::generated_corpus(o.text_limit > 0 ? o.text_limit : 200000, 7);
+  const examples::GptLayouts l = examples::gpt_layouts(o.parallel, world_size(), o.device);
+  const examples::GptConfig config{corpus.vocab_size(), o.context, o.dim, o.heads, o.layers, o.dropout, o.tied};
+  examples::Gpt<float> model(config, l, o.seed);
+  int64_t parameters = 0;
+  for (const auto& p : model.parameters()) parameters += p.shape().numel();
+  if (rank() == 0)
+    std::printf("%s: %zu characters, vocabulary %lld, unigram entropy %.3f nats/char\n"
+                "GPT: %lld layers, dim %lld, %lld heads, context %lld, %lld parameters%s; --parallel %s on %s, "
+                "--device %s --dtype %s\n  tokens %s, column weights %s, row weights %s, token table %s\n",
+                corpus.source.c_str(), corpus.text.size(), static_cast<long long>(corpus.vocab_size()),
+                corpus.unigram_entropy(), static_cast<long long>(o.layers), static_cast<long long>(o.dim),
+                static_cast<long long>(o.heads), static_cast<long long>(o.context), static_cast<long long>(parameters),
+                o.tied ? " (tied head)" : "", o.parallel.c_str(), l.placement.to_string().c_str(), o.device.c_str(),
+                o.dtype.c_str(), l.tokens.to_string().c_str(), l.column.to_string().c_str(), l.row.to_string().c_str(),
+                l.table.to_string().c_str());
+
+  Adam<float> optimizer(model.parameters(), {.lr = o.lr});
+  GradScaler scaler;  // float16 only
+  int64_t skipped = 0;
+  std::mt19937_64 batches(o.seed);  // the same windows on every rank
+  std::vector<float> curve;
+  double recent = 0;
+  int64_t recent_n = 0;
+  const auto start = std::chrono::steady_clock::now();
+  for (int64_t step = 1; step <= o.steps; ++step) {
+    const examples::TextBatch b = examples::draw_batch(corpus, o.batch, o.context, batches);
+    const auto inputs = from_host(b.inputs, l.placement, l.tokens);
+    const auto targets = from_host(b.targets, l.placement, l.tokens);
+    GlobalTensor<float> loss = loss_of(o.dtype, model, inputs, targets, o.seed * 1000003 + static_cast<uint64_t>(step));
+    optimizer.zero_grad();
+    if (o.dtype == "float16") {
+      backward(scaler.scale(loss));
+      skipped += !scaler.step(optimizer);
+      scaler.update();
+    } else {
+      backward(loss);
+      optimizer.step();
+    }
+    curve.push_back(loss.item());
+    recent += curve.back();
+    ++recent_n;
+    const bool last = step == o.steps;
+    if (last || step % o.log_every == 0) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      progress(step, o.steps, static_cast<double>(step * o.batch * o.context) / std::max(s, 1e-9),
+               recent / static_cast<double>(recent_n), last);
+      recent = 0;
+      recent_n = 0;
+    }
+  }
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  if (rank() == 0) {
+    std::printf("trained %lld steps in %.1f s; last loss %.4f (unigram entropy %.3f)\n", static_cast<long long>(o.steps),
+                seconds, curve.empty() ? NAN : curve.back(), corpus.unigram_entropy());
+    if (o.dtype == "float16")
+      std::printf("loss scale %g; %lld steps skipped for inf/NaN gradients\n", scaler.scale_value(),
+                  static_cast<long long>(skipped));
+    if (!o.csv.empty()) {
+      std::ofstream csv(o.csv);
+      csv << "step,loss\n" << std::setprecision(9);
+      for (size_t i = 0; i < curve.size(); ++i) csv << i + 1 << "," << curve[i] << "\n";
+      std::printf("loss curve: %s\n", o.csv.c_str());
+    }
+  }
+  if (o.sample > 0) {
+    const std::string text = generate(model, corpus, l, o.sample, o.seed);
+    if (rank() == 0) std::printf("--- sample (%lld characters) ---\n%s\n---\n", static_cast<long long>(o.sample), text.c_str());
+  }
+  return 0;
+}
