@@ -17,6 +17,12 @@
 //   tools/mpirun -np 1 build-gpu/bench/gpu_train [--quick | --small] [--tf32 | --dtype bfloat16]
 // --small: a 32 -> 64 -> 10 MLP, batch 64, 2 steps: the training step tools/gpu-check runs under
 // compute-sanitizer (memcheck, racecheck, synccheck).
+// --gpt: instead of the MLPs, the character GPT of examples/08_gpt (train/gpt.hpp): 4 blocks of
+// dim 512, 8 heads, context 256, vocabulary 96, batch 32, causal attention, layer norm, exact
+// gelu, untied head, Adam; float32 or --dtype bfloat16 (forward in bfloat16 on float32
+// masters). bench/gpu_train_torch.py --gpt runs the same model in PyTorch eager (nn.Linear,
+// nn.LayerNorm, F.scaled_dot_product_attention) with the same flags. With --small: 1 block of
+// dim 64, context 32, batch 4, for compute-sanitizer.
 // Medians over steps after warm-up, host clock around a synchronize. Exits 77 without a GPU (and
 // for --dtype bfloat16 in a build without spsd::cast).
 #include <algorithm>
@@ -29,6 +35,7 @@
 #include <vector>
 
 #include "spsd/spsd.hpp"
+#include "train/gpt.hpp"
 
 
 namespace {
@@ -85,26 +92,16 @@ struct StepTimes {
   DeviceTraffic traffic;
 };
 
-template <class C>
-StepTimes time_steps(const std::vector<int64_t>& sizes, int64_t batch, int steps) {
-  const int world = world_size();
-  std::vector<int64_t> ranks(world);
-  for (int r = 0; r < world; ++r) ranks[r] = r;
-  const Placement p("cuda", ranks);
-  const NdSbp b{sbp::broadcast}, s0{sbp::split(0)};
-  Mlp model(sizes, p, b);
-  Adam<float> adam(model.parameters(), AdamOptions{});
-  const GlobalTensor<float> x = randn<float>({batch, sizes.front()}, p, s0, 1);
-  std::vector<int64_t> label_values(batch);
-  for (int64_t i = 0; i < batch; ++i) label_values[i] = (i * 7) % sizes.back();
-  const GlobalTensor<int64_t> labels = from_host(Tensor<int64_t>::from_vector({batch}, label_values), p, s0);
-  auto forward = [&] { return cross_entropy(model.logits<C>(x), labels); };
+// The whole step (forward, zero_grad, backward, Adam, the loss read) after 3 warm-ups, its
+// device traffic, and each phase ended by a synchronize; medians over `steps`.
+template <class Forward>
+StepTimes time_phases(Forward&& forward, Adam<float>& adam, int steps) {
   auto step = [&] {
     GlobalTensor<float> loss = forward();
     adam.zero_grad();
     backward(loss);
     adam.step();
-    return loss.full().to_vector()[0];
+    return loss.item();
   };
   for (int k = 0; k < 3; ++k) step();
   synchronize();
@@ -141,6 +138,38 @@ StepTimes time_steps(const std::vector<int64_t>& sizes, int64_t batch, int steps
   return out;
 }
 
+template <class C>
+StepTimes time_steps(const std::vector<int64_t>& sizes, int64_t batch, int steps) {
+  const int world = world_size();
+  std::vector<int64_t> ranks(world);
+  for (int r = 0; r < world; ++r) ranks[r] = r;
+  const Placement p("cuda", ranks);
+  const NdSbp b{sbp::broadcast}, s0{sbp::split(0)};
+  Mlp model(sizes, p, b);
+  Adam<float> adam(model.parameters(), AdamOptions{});
+  const GlobalTensor<float> x = randn<float>({batch, sizes.front()}, p, s0, 1);
+  std::vector<int64_t> label_values(batch);
+  for (int64_t i = 0; i < batch; ++i) label_values[i] = (i * 7) % sizes.back();
+  const GlobalTensor<int64_t> labels = from_host(Tensor<int64_t>::from_vector({batch}, label_values), p, s0);
+  return time_phases([&] { return cross_entropy(model.logits<C>(x), labels); }, adam, steps);
+}
+
+// The GPT step (--gpt): whole step and per phase, like time_steps.
+template <class C>
+StepTimes time_gpt_steps(const examples::GptConfig& c, int64_t batch, int steps) {
+  std::vector<int64_t> ranks(world_size());
+  for (int r = 0; r < world_size(); ++r) ranks[r] = r;
+  const examples::GptLayouts l = examples::gpt_layouts("data", ranks, "cuda");
+  const examples::Gpt<float> model(c, l, 1);
+  Adam<float> adam(model.parameters(), AdamOptions{});
+  std::vector<int64_t> tokens(batch * c.context), next(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 31 + 7) % c.vocab);
+  for (size_t i = 0; i < tokens.size(); ++i) next[i] = static_cast<int64_t>((i * 17 + 3) % c.vocab);
+  const auto x = from_host(Tensor<int64_t>::from_vector({batch, c.context}, tokens), l.placement, l.tokens);
+  const auto y = from_host(Tensor<int64_t>::from_vector({batch, c.context}, next), l.placement, l.tokens);
+  return time_phases([&] { return cross_entropy(cast<float>(model.template operator()<C>(x)), y); }, adam, steps);
+}
+
 std::string describe(const std::vector<int64_t>& sizes) {
   std::string s;
   for (int64_t v : sizes) s += (s.empty() ? "" : " -> ") + std::to_string(v);
@@ -152,10 +181,11 @@ std::string describe(const std::vector<int64_t>& sizes) {
 int main(int argc, char** argv) {
   Runtime runtime(argc, argv);
   std::string mode, dtype = "float32";
-  bool tf32 = false;
+  bool tf32 = false, gpt = false;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick" || a == "--small") mode = a;
+    else if (a == "--gpt") gpt = true;
     else if (a == "--tf32") tf32 = true;
     else if (a == "--dtype" && i + 1 < argc) dtype = argv[++i];
     else detail::throw_error("gpu_train", "unknown argument ", a);
@@ -178,6 +208,22 @@ int main(int argc, char** argv) {
     std::printf("| spsd, %d rank(s), %s | batch | step ms | forward ms | backward ms | optimizer ms | hidden comm | "
                 "host<->device per step |\n|---|---|---|---|---|---|---|---|\n",
                 world_size(), precision.c_str());
+  }
+  if (gpt) {
+    const bool small = mode == "--small";
+    const examples::GptConfig c{96, small ? 32 : 256, small ? 64 : 512, 8, small ? 1 : 4};
+    const int64_t gpt_batch = small ? 4 : 32;
+    const StepTimes t = dtype == "bfloat16" ? time_gpt_steps<spsd::bfloat16>(c, gpt_batch, steps)
+                                            : time_gpt_steps<float>(c, gpt_batch, steps);
+    if (rank() == 0)
+      std::printf("| GPT %lld blocks, dim %lld, context %lld | %lld | %.2f | %.2f | %.2f | %.2f | - | %lld copies, %lld B, "
+                  "%lld syncs |\n",
+                  static_cast<long long>(c.layers), static_cast<long long>(c.dim), static_cast<long long>(c.context),
+                  static_cast<long long>(gpt_batch), t.step, t.forward, t.backward, t.optimizer,
+                  static_cast<long long>(t.traffic.total.host_to_device_copies + t.traffic.total.device_to_host_copies),
+                  static_cast<long long>(t.traffic.total.host_to_device_bytes + t.traffic.total.device_to_host_bytes),
+                  static_cast<long long>(t.traffic.total.synchronizations));
+    return 0;
   }
   const std::vector<std::vector<int64_t>> models =
       mode == "--small" ? std::vector<std::vector<int64_t>>{{32, 64, 10}}

@@ -8,7 +8,12 @@ line, fused=True. The flags match bench/gpu_train's:
   --tf32            float32 parameters, TF32 matmuls (torch.backends.cuda.matmul.allow_tf32)
   --dtype bfloat16  float32 parameters, the forward (and so its backward) under
                     torch.autocast("cuda", dtype=torch.bfloat16): Linear in bfloat16,
-                    cross-entropy in float32"""
+                    cross-entropy in float32
+  --gpt             instead of the MLPs, bench/gpu_train --gpt's character GPT (examples/08_gpt's
+                    model): 4 pre-norm blocks of dim 512, 8 heads, context 256, vocabulary 96,
+                    batch 32; nn.Embedding, nn.LayerNorm, bias-free q/k/v nn.Linear,
+                    F.scaled_dot_product_attention(is_causal=True), exact nn.GELU, an untied
+                    bias-free head; cross-entropy in float32"""
 import contextlib
 import statistics
 import sys
@@ -26,22 +31,67 @@ def mlp(sizes):
     return torch.nn.Sequential(*layers).cuda()
 
 
+class Block(torch.nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.ln1, self.ln2 = torch.nn.LayerNorm(dim), torch.nn.LayerNorm(dim)
+        self.q, self.k, self.v = (torch.nn.Linear(dim, dim, bias=False) for _ in range(3))
+        self.o = torch.nn.Linear(dim, dim)
+        self.mlp = torch.nn.Sequential(torch.nn.Linear(dim, 4 * dim), torch.nn.GELU(), torch.nn.Linear(4 * dim, dim))
+
+    def forward(self, x):
+        b, t, e = x.shape
+        n = self.ln1(x)
+        split = lambda y: y.view(b, t, self.heads, e // self.heads).transpose(1, 2)
+        a = torch.nn.functional.scaled_dot_product_attention(split(self.q(n)), split(self.k(n)), split(self.v(n)),
+                                                             is_causal=True)
+        x = x + self.o(a.transpose(1, 2).reshape(b, t, e))
+        return x + self.mlp(self.ln2(x))
+
+
+class Gpt(torch.nn.Module):
+    def __init__(self, vocab, context, dim, heads, layers):
+        super().__init__()
+        self.table = torch.nn.Embedding(vocab, dim)
+        self.positions = torch.nn.Parameter(torch.randn(context, dim) * 0.01)
+        self.blocks = torch.nn.Sequential(*(Block(dim, heads) for _ in range(layers)))
+        self.lnf = torch.nn.LayerNorm(dim)
+        self.head = torch.nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens):
+        return self.head(self.lnf(self.blocks(self.table(tokens) + self.positions[: tokens.shape[1]])))
+
+
 def ms_since(t):
     return (time.perf_counter() - t) * 1e3
 
 
-def bench(sizes, batch, steps, fused, autocast):
-    torch.manual_seed(0)
+def mlp_problem(sizes, batch):
     model = mlp(sizes)
-    opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=fused)
     x = torch.randn(batch, sizes[0], device="cuda")
     labels = (torch.arange(batch, device="cuda") * 7) % sizes[-1]
+    return model, x, labels
+
+
+# bench/gpu_train --gpt's tokens: the same arithmetic sequences.
+def gpt_problem(vocab, context, dim, heads, layers, batch):
+    model = Gpt(vocab, context, dim, heads, layers).cuda()
+    i = torch.arange(batch * context, device="cuda")
+    return model, ((i * 31 + 7) % vocab).view(batch, context), ((i * 17 + 3) % vocab).view(batch, context)
+
+
+def bench(problem, steps, fused, autocast):
+    torch.manual_seed(0)
+    model, x, labels = problem()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=fused)
     loss_fn = torch.nn.CrossEntropyLoss()
 
     def forward():
         ctx = torch.autocast("cuda", dtype=torch.bfloat16) if autocast else contextlib.nullcontext()
         with ctx:
-            return loss_fn(model(x), labels)
+            out = model(x)
+        return loss_fn(out.float().flatten(0, -2), labels.flatten())
 
     def step():
         loss = forward()
@@ -90,11 +140,15 @@ def main():
     print(f"PyTorch {torch.__version__} eager on {torch.cuda.get_device_name()}; {precision}, Adam")
     print(f"| PyTorch eager, {precision} | batch | step ms | forward ms | backward ms | optimizer ms |\n"
           "|---|---|---|---|---|---|")
-    for sizes in ([784, 4096, 4096, 10], [784, 4096, 4096, 4096, 4096, 10]):
+    if "--gpt" in args:
+        problems = [("GPT 4 blocks, dim 512, context 256", 32, lambda: gpt_problem(96, 256, 512, 8, 4, 32))]
+    else:
+        problems = [("MLP " + " -> ".join(map(str, sizes)), 1024, lambda sizes=sizes: mlp_problem(sizes, 1024))
+                    for sizes in ([784, 4096, 4096, 10], [784, 4096, 4096, 4096, 4096, 10])]
+    for name, batch, problem in problems:
         for fused in (False, True):
-            s, f, b, o = bench(sizes, 1024, steps, fused, dtype == "bfloat16")
-            name = "MLP " + " -> ".join(map(str, sizes)) + (", Adam fused" if fused else "")
-            print(f"| {name} | 1024 | {s:.2f} | {f:.2f} | {b:.2f} | {o:.2f} |")
+            s, f, b, o = bench(problem, steps, fused, dtype == "bfloat16")
+            print(f"| {name}{', Adam fused' if fused else ''} | {batch} | {s:.2f} | {f:.2f} | {b:.2f} | {o:.2f} |")
 
 
 if __name__ == "__main__":

@@ -14,15 +14,36 @@
 //   2d      (d, t) mesh: all-reduce over d of the 1/t of the gradients a rank holds, plus the
 //           tensor all-reduce over t of its N/d rows:   2 (d-1)/d * 4P/t + 2 (t-1)/t * 4NC/d
 // (biases split on t are counted as 1/t; b2, replicated, in full).
+//
+// Then the same for the character GPT of examples/08_gpt (--gpt-only skips the MLP): L blocks
+// of dim E, context T, batch N, vocabulary V, P parameters, in data, sequence, tensor and 2d
+// modes. The analytic minimum per rank (ring collectives, 4-byte floats, A = 4NTE the bytes of
+// one activation (N, T, E)):
+//   data      all-reduce of every gradient:                          2 (n-1)/n * 4P
+//   sequence  that, plus per block attention's keys and values gathered in forward and their
+//             P(sum) gradients reduce-scattered in backward (2 + 2 tensors of A bytes, each
+//             (n-1)/n * A):                                          2 (n-1)/n * 4P + 4L (n-1)/n * A
+//   tensor    Megatron: per block 2 all-reduces of an activation in forward (attention output,
+//             MLP output) and 2 in backward (the inputs of q/k/v and of the first MLP weight),
+//             plus the vocab-parallel embedding's all-reduce and the head input's gradient, and
+//             cross_entropy's two all-reduces of N*T row statistics:
+//                                                2 (n-1)/n * ((4L + 2) A + 2 * 4NT)
+//   2d        (d, 2) mesh: data all-reduce over d of what a rank holds (split weights 1/2,
+//             replicated ones whole) + tensor traffic over 2 of N/d rows.
+// The measured figure includes what the minimum leaves out (e.g. boxings the resolver picks
+// around the attention op), so a ratio above 1 shows where a mode pays more than its scheme.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <numeric>
+#include <random>
 #include <spsd/spsd.hpp>
 #include <string>
 
 #include "train/fashion_mnist.hpp"
+#include "train/gpt.hpp"
 #include "train/mlp.hpp"
+#include "train/text.hpp"
 
 using namespace spsd;
 
@@ -50,17 +71,108 @@ double minimum_bytes(const std::string& mode, int64_t n, int64_t hidden, int64_t
   return ring(d) * 4 * ((in * H + H + H * C) / t + C) + ring(t) * logits / d;
 }
 
+// Times `step` (median of `steps` after 3 warm-ups, the max over ranks) and the most bytes any
+// rank sent in one step.
+template <class Step>
+std::pair<double, int64_t> measure(int64_t steps, Step&& step) {
+  std::vector<double> times;
+  int64_t bytes = 0;
+  for (int64_t s = 0; s < steps + 3; ++s) {
+    world_communicator().barrier();
+    reset_comm_stats();
+    const auto t0 = std::chrono::steady_clock::now();
+    step();
+    synchronize();
+    const double t = max_over_ranks(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    bytes = max_over_ranks(comm_stats().bytes_sent);
+    if (s >= 3) times.push_back(t);
+  }
+  std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
+  return {times[times.size() / 2], bytes};
+}
+
+std::string ratio_text(double bytes, double minimum) {
+  return minimum > 0 ? std::to_string(bytes / minimum).substr(0, 4) : "-";
+}
+
+// The GPT's analytic minimum (header comment); params: the parameter count, split_params: those
+// of the weights tensor parallelism splits.
+double gpt_minimum_bytes(const std::string& mode, int64_t n, const examples::GptConfig& c, int64_t batch,
+                         double params, double split_params) {
+  auto ring = [](double parts) { return parts > 1 ? 2 * (parts - 1) / parts : 0.0; };
+  const double act = 4.0 * batch * c.context * c.dim, L = static_cast<double>(c.layers);
+  const double rows = 4.0 * batch * c.context;
+  if (mode == "data") return ring(n) * 4 * params;
+  if (mode == "sequence") return ring(n) * 4 * params + 4 * L * (n - 1.0) / n * act;
+  if (mode == "tensor") return ring(n) * ((4 * L + 2) * act + 2 * rows);
+  const double d = n / 2.0;
+  return ring(d) * 4 * (params - split_params / 2) + ring(2) * ((4 * L + 2) * act + 2 * rows) / d;
+}
+
+void gpt_table(int64_t steps) {
+  const int n = world_size();
+  const examples::Corpus corpus = examples::have_fortunes() ? examples::read_fortunes(examples::kFortunesDir, 200000)
+                                                            : examples::generated_corpus(200000, 1);
+  const examples::GptConfig c{corpus.vocab_size(), /*context=*/64, /*dim=*/128, /*heads=*/4, /*layers=*/2};
+  const int64_t batch = 16;
+  if (rank() == 0)
+    std::printf("\nGPT: %lld blocks, dim %lld, %lld heads, context %lld, vocabulary %lld, batch %lld, Adam, %d rank(s); "
+                "median of %lld steps\n"
+                "| mode | step ms | tokens/s | bytes sent per step (max rank) | analytic minimum | ratio |\n"
+                "|---|---|---|---|---|---|\n",
+                static_cast<long long>(c.layers), static_cast<long long>(c.dim), static_cast<long long>(c.heads),
+                static_cast<long long>(c.context), static_cast<long long>(c.vocab), static_cast<long long>(batch), n,
+                static_cast<long long>(steps));
+  std::mt19937_64 g(1);
+  const examples::TextBatch b = examples::draw_batch(corpus, batch, c.context, g);
+  for (const std::string mode : {"data", "sequence", "tensor", "2d"}) {
+    if (mode == "2d" && n % 2 != 0) continue;
+    const examples::GptLayouts l = examples::gpt_layouts(mode, n);
+    examples::Gpt<float> model(c, l, 1);
+    Adam<float> adam(model.parameters(), {});
+    double params = 0, split_params = 0;
+    for (const auto& p : model.parameters()) {
+      const double size = static_cast<double>(p.shape().numel());
+      params += size;
+      if (std::any_of(p.nd_sbp().begin(), p.nd_sbp().end(), [](const Sbp& s) { return s.is_split(); }))
+        split_params += size;
+    }
+    const auto x = from_host(b.inputs, l.placement, l.tokens), y = from_host(b.targets, l.placement, l.tokens);
+    const auto [median, bytes] = measure(steps, [&] {
+      adam.zero_grad();
+      backward(cross_entropy(model.operator()<float>(x), y));
+      adam.step();
+    });
+    const double minimum = gpt_minimum_bytes(mode, n, c, batch, params, split_params);
+    if (rank() == 0)
+      std::printf("| %s | %.1f | %.0f | %lld | %.0f | %s |\n", mode.c_str(), median * 1e3,
+                  static_cast<double>(batch * c.context) / median, static_cast<long long>(bytes), minimum,
+                  ratio_text(static_cast<double>(bytes), minimum).c_str());
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   Runtime runtime(argc, argv);
   int64_t hidden = 1024, batch = 128, steps = 10;
-  for (int i = 1; i + 1 < argc; i += 2) {
+  bool gpt_only = false;
+  for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    const int64_t v = std::stoll(argv[i + 1]);
+    if (a == "--gpt-only") {
+      gpt_only = true;
+      continue;
+    }
+    SPSD_CHECK(i + 1 < argc, "bench/train", "option ", a, " needs a value");
+    const int64_t v = std::stoll(argv[++i]);
     if (a == "--hidden") hidden = v;
     else if (a == "--batch") batch = v;
     else if (a == "--steps") steps = v;
+    else SPSD_CHECK(false, "bench/train", "unknown option ", a);
+  }
+  if (gpt_only) {
+    gpt_table(steps);
+    return 0;
   }
   const examples::Dataset data = examples::generated_dataset(batch, 1);  // values do not change the time
   std::vector<int64_t> rows(batch);
@@ -78,26 +190,16 @@ int main(int argc, char** argv) {
     Adam<float> adam(model.parameters(), {});
     const GlobalTensor<float> x = examples::image_batch<float>(data, rows, l.placement, l.x);
     const GlobalTensor<int64_t> y = examples::label_batch(data, rows, l.placement, l.labels);
-    std::vector<double> times;
-    int64_t bytes = 0;
-    for (int64_t s = 0; s < steps + 3; ++s) {
-      world_communicator().barrier();
-      reset_comm_stats();
-      const auto t0 = std::chrono::steady_clock::now();
+    const auto [median, bytes] = measure(steps, [&] {
       adam.zero_grad();
       backward(cross_entropy(model(x), y));
       adam.step();
-      synchronize();
-      const double t = max_over_ranks(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-      bytes = max_over_ranks(comm_stats().bytes_sent);
-      if (s >= 3) times.push_back(t);
-    }
-    std::nth_element(times.begin(), times.begin() + times.size() / 2, times.end());
-    const double median = times[times.size() / 2], minimum = minimum_bytes(mode, n, hidden, batch);
+    });
+    const double minimum = minimum_bytes(mode, n, hidden, batch);
     if (rank() == 0)
       std::printf("| %s | %.2f | %.0f | %lld | %.0f | %s |\n", mode.c_str(), median * 1e3, batch / median,
-                  static_cast<long long>(bytes), minimum,
-                  minimum > 0 ? (std::to_string(bytes / minimum).substr(0, 4)).c_str() : "-");
+                  static_cast<long long>(bytes), minimum, ratio_text(static_cast<double>(bytes), minimum).c_str());
   }
+  gpt_table(steps);
   return 0;
 }
