@@ -31,6 +31,7 @@
 #include "spsd/autograd/softmax_grad.hpp"
 #include "boxing_suite.hpp"
 #include "op_suite.hpp"
+#include "gpt_suite.hpp"
 #include "train_suite.hpp"
 
 
@@ -408,6 +409,23 @@ void training_cpu_vs_cuda(const std::vector<int64_t>& ranks, Failures& f) {
   }
 }
 
+// examples/08's GPT (attention, layer norm, dropout, embedding, vocab-parallel loss) trained for
+// 3 steps on cuda and on cpu placements of the same ranks, every mode: the same loss curve and
+// first gradients (double: the tolerances of sim-gpt).
+void gpt_cpu_vs_cuda(const std::vector<int64_t>& ranks, Failures& f) {
+  std::vector<std::string> modes = {"data", "sequence", "tensor"};
+  if (ranks.size() % 2 == 0) modes.push_back("2d");
+  for (const std::string& mode : modes) {
+    try {
+      const auto want = spsd_test::gpt_trace<double>(mode, ranks, 3, false, "cpu");
+      const auto got = spsd_test::gpt_trace<double>(mode, ranks, 3, false, "cuda");
+      spsd_test::expect_same_training<double>(f, "GPT (" + mode + ", double) on cuda vs cpu", got, want);
+    } catch (const Error& e) {
+      f.add("GPT (" + mode + ") on cuda: " + e.what());
+    }
+  }
+}
+
 void run_all(int64_t world, Failures& f) {
   std::vector<int64_t> ranks(world);
   for (int64_t r = 0; r < world; ++r) ranks[r] = r;
@@ -440,6 +458,7 @@ void run_all(int64_t world, Failures& f) {
     training_step_stays_on_device(p, f);
   }
   training_cpu_vs_cuda(ranks, f);
+  gpt_cpu_vs_cuda(ranks, f);
 }
 
 }  // namespace
