@@ -29,6 +29,14 @@ __device__ C warp_max(C v) {
   return __shfl_sync(kAllLanes, warp_reduce(MaxOf{}, v), 0);
 }
 
+// f(c, col) for this lane's head_dim columns col = lane + 32 c < head_dim (its registers c).
+template <int Cols, class F>
+__device__ __forceinline__ void for_lane_columns(int lane, int64_t head_dim, F&& f) {
+#pragma unroll
+  for (int c = 0; c < Cols; ++c)
+    if (lane + 32 * c < head_dim) f(c, lane + 32 * c);
+}
+
 // The number of leading keys query row i sees (AttentionDims::visible_keys on the device).
 __device__ inline int64_t visible_keys(const AttentionDims& d, int64_t i) {
   if (!d.causal) return d.seq_k;
@@ -53,21 +61,40 @@ __device__ C row_dot(const C* a, const C* b, int64_t n) {
   return s;
 }
 
+// The rows of a block: kRowsPerBlock consecutive rows (queries, or keys for dk/dv) of one
+// (batch x head) slice, one per warp, for a grid of batch_heads x ceil(rows / kRowsPerBlock).
+struct BlockRows {
+  int64_t slice, first, count;  // the slice, its first row here, the rows here (<= kRowsPerBlock)
+  int64_t row;                  // this warp's row
+  bool valid;                   // row < rows (the last block may have fewer rows than warps)
+  int lane, warp;
+};
+__device__ inline BlockRows block_rows(int64_t rows) {
+  const int64_t tiles = (rows + kRowsPerBlock - 1) / kRowsPerBlock;
+  BlockRows b;
+  b.slice = blockIdx.x / tiles;
+  b.first = (blockIdx.x % tiles) * kRowsPerBlock;
+  b.count = rows - b.first < kRowsPerBlock ? rows - b.first : kRowsPerBlock;
+  b.lane = threadIdx.x % 32;
+  b.warp = threadIdx.x / 32;
+  b.row = b.first + b.warp;
+  b.valid = b.row < rows;
+  return b;
+}
+
 // Forward: grid of batch_heads x ceil(seq_q / kRowsPerBlock) blocks. Shared memory: the block's
 // query rows (kRowsPerBlock x D), a key tile (kTile x (D + 1)) and a value tile (kTile x D).
 template <class T, int Cols, class C = compute_t<T>>
 __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, AttentionDims d, T* out, C* lse) {
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   C* q_sh = reinterpret_cast<C*>(smem_raw);
   const int64_t D = d.head_dim, ks = D + 1;
   C* k_sh = q_sh + kRowsPerBlock * D;
   C* v_sh = k_sh + kTile * ks;
-  const int64_t q_tiles = (d.seq_q + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int64_t bh = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kRowsPerBlock;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t i = i0 + warp;
-  const bool row = i < d.seq_q;
-  const int64_t rows_here = d.seq_q - i0 < kRowsPerBlock ? d.seq_q - i0 : kRowsPerBlock;
+  const BlockRows b = block_rows(d.seq_q);
+  const int64_t bh = b.slice, i0 = b.first, i = b.row, rows_here = b.count;
+  const int lane = b.lane, warp = b.warp;
+  const bool row = b.valid;
   load_rows(q + (bh * d.seq_q + i0) * D, rows_here, kRowsPerBlock, D, q_sh, D);
   // The block's last row sees the most keys (visible_keys grows with i).
   const int64_t block_keys = visible_keys(d, i0 + rows_here - 1);
@@ -95,10 +122,7 @@ __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, Att
       const int n = keys - j0 < kTile ? static_cast<int>(keys - j0) : kTile;
       for (int jj = 0; jj < n; ++jj) {
         const C pj = __shfl_sync(kAllLanes, p, jj);
-        for (int c = 0; c < Cols; ++c) {
-          const int64_t col = lane + 32 * c;
-          if (col < D) acc[c] += pj * v_sh[jj * D + col];
-        }
+        for_lane_columns<Cols>(lane, D, [&](int c, int64_t col) { acc[c] += pj * v_sh[jj * D + col]; });
       }
     }
     m = m_new;
@@ -106,10 +130,7 @@ __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, Att
   if (!row) return;
   if (out) {
     T* o = out + (bh * d.seq_q + i) * D;
-    for (int c = 0; c < Cols; ++c) {
-      const int64_t col = lane + 32 * c;
-      if (col < D) o[col] = narrow<T>(l > 0 ? acc[c] / l : C(0));
-    }
+    for_lane_columns<Cols>(lane, D, [&](int c, int64_t col) { o[col] = narrow<T>(l > 0 ? acc[c] / l : C(0)); });
   }
   if (lse && lane == 0) lse[bh * d.seq_q + i] = l > 0 ? m + log(l) : -static_cast<C>(INFINITY);
 }
@@ -119,18 +140,16 @@ __global__ void attention_forward_kernel(const T* q, const T* k, const T* v, Att
 template <class T, int Cols, class C = compute_t<T>>
 __global__ void attention_backward_q_kernel(const T* q, const T* k, const T* v, const T* out, const T* g,
                                             const C* lse, AttentionDims d, T* dq) {
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   const int64_t D = d.head_dim, ks = D + 1;
   C* q_sh = reinterpret_cast<C*>(smem_raw);
   C* g_sh = q_sh + kRowsPerBlock * D;
   C* k_sh = g_sh + kRowsPerBlock * D;
   C* v_sh = k_sh + kTile * ks;
-  const int64_t q_tiles = (d.seq_q + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int64_t bh = blockIdx.x / q_tiles, i0 = (blockIdx.x % q_tiles) * kRowsPerBlock;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t i = i0 + warp;
-  const bool row = i < d.seq_q;
-  const int64_t rows_here = d.seq_q - i0 < kRowsPerBlock ? d.seq_q - i0 : kRowsPerBlock;
+  const BlockRows b = block_rows(d.seq_q);
+  const int64_t bh = b.slice, i0 = b.first, i = b.row, rows_here = b.count;
+  const int lane = b.lane, warp = b.warp;
+  const bool row = b.valid;
   const int64_t first = (bh * d.seq_q + i0) * D;
   load_rows(q + first, rows_here, kRowsPerBlock, D, q_sh, D);
   load_rows(g + first, rows_here, kRowsPerBlock, D, g_sh, D);
@@ -138,10 +157,9 @@ __global__ void attention_backward_q_kernel(const T* q, const T* k, const T* v, 
   const int64_t keys = row && L != -static_cast<C>(INFINITY) ? visible_keys(d, i) : 0;
   C Di = 0;  // g_i . out_i
   if (row)
-    for (int c = 0; c < Cols; ++c) {
-      const int64_t col = lane + 32 * c;
-      if (col < D) Di += widen(g[(bh * d.seq_q + i) * D + col]) * widen(out[(bh * d.seq_q + i) * D + col]);
-    }
+    for_lane_columns<Cols>(lane, D, [&](int, int64_t col) {
+      Di += widen(g[(bh * d.seq_q + i) * D + col]) * widen(out[(bh * d.seq_q + i) * D + col]);
+    });
   Di = warp_sum(Di);
   const int64_t block_keys = visible_keys(d, i0 + rows_here - 1);
   const C scale = static_cast<C>(d.scale);
@@ -162,18 +180,12 @@ __global__ void attention_backward_q_kernel(const T* q, const T* k, const T* v, 
     }
     for (int jj = 0; jj < kTile; ++jj) {
       const C dsj = __shfl_sync(kAllLanes, ds, jj);
-      for (int c = 0; c < Cols; ++c) {
-        const int64_t col = lane + 32 * c;
-        if (col < D) acc[c] += dsj * k_sh[jj * ks + col];
-      }
+      for_lane_columns<Cols>(lane, D, [&](int c, int64_t col) { acc[c] += dsj * k_sh[jj * ks + col]; });
     }
   }
   if (!row) return;
   T* o = dq + (bh * d.seq_q + i) * D;
-  for (int c = 0; c < Cols; ++c) {
-    const int64_t col = lane + 32 * c;
-    if (col < D) o[col] = narrow<T>(acc[c] * scale);
-  }
+  for_lane_columns<Cols>(lane, D, [&](int c, int64_t col) { o[col] = narrow<T>(acc[c] * scale); });
 }
 
 // dk and dv: grid of batch_heads x ceil(seq_k / kRowsPerBlock) blocks, a warp per key row.
@@ -182,7 +194,7 @@ __global__ void attention_backward_q_kernel(const T* q, const T* k, const T* v, 
 template <class T, int Cols, class C = compute_t<T>>
 __global__ void attention_backward_kv_kernel(const T* q, const T* k, const T* v, const T* out, const T* g,
                                              const C* lse, AttentionDims d, T* dkv) {
-  extern __shared__ unsigned char smem_raw[];
+  extern __shared__ __align__(16) unsigned char smem_raw[];
   const int64_t D = d.head_dim, ks = D + 1;
   C* k_sh = reinterpret_cast<C*>(smem_raw);
   C* v_sh = k_sh + kRowsPerBlock * D;
@@ -190,12 +202,10 @@ __global__ void attention_backward_kv_kernel(const T* q, const T* k, const T* v,
   C* g_sh = q_sh + kTile * ks;
   C* o_sh = g_sh + kTile * ks;
   C* lse_sh = o_sh + kTile * ks;
-  const int64_t k_tiles = (d.seq_k + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int64_t bh = blockIdx.x / k_tiles, j0 = (blockIdx.x % k_tiles) * kRowsPerBlock;
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
-  const int64_t j = j0 + warp;
-  const bool row = j < d.seq_k;
-  const int64_t rows_here = d.seq_k - j0 < kRowsPerBlock ? d.seq_k - j0 : kRowsPerBlock;
+  const BlockRows b = block_rows(d.seq_k);
+  const int64_t bh = b.slice, j0 = b.first, j = b.row, rows_here = b.count;
+  const int lane = b.lane, warp = b.warp;
+  const bool row = b.valid;
   load_rows(k + (bh * d.seq_k + j0) * D, rows_here, kRowsPerBlock, D, k_sh, D);
   load_rows(v + (bh * d.seq_k + j0) * D, rows_here, kRowsPerBlock, D, v_sh, D);
   // Causal: query i sees key j iff q_begin + i >= k_begin + j, so the block's first key bounds
@@ -229,25 +239,19 @@ __global__ void attention_backward_kv_kernel(const T* q, const T* k, const T* v,
     }
     for (int ii = 0; ii < kTile; ++ii) {
       const C pi = __shfl_sync(kAllLanes, p, ii), dsi = __shfl_sync(kAllLanes, ds, ii);
-      for (int c = 0; c < Cols; ++c) {
-        const int64_t col = lane + 32 * c;
-        if (col < D) {
-          dv[c] += pi * g_sh[ii * ks + col];
-          dk[c] += dsi * q_sh[ii * ks + col];
-        }
-      }
+      for_lane_columns<Cols>(lane, D, [&](int c, int64_t col) {
+        dv[c] += pi * g_sh[ii * ks + col];
+        dk[c] += dsi * q_sh[ii * ks + col];
+      });
     }
   }
   if (!row) return;
   T* dk_out = dkv + (bh * d.seq_k + j) * D;
   T* dv_out = dk_out + d.batch_heads * d.seq_k * D;
-  for (int c = 0; c < Cols; ++c) {
-    const int64_t col = lane + 32 * c;
-    if (col < D) {
-      dk_out[col] = narrow<T>(dk[c] * scale);
-      dv_out[col] = narrow<T>(dv[c]);
-    }
-  }
+  for_lane_columns<Cols>(lane, D, [&](int c, int64_t col) {
+    dk_out[col] = narrow<T>(dk[c] * scale);
+    dv_out[col] = narrow<T>(dv[c]);
+  });
 }
 
 // Calls launch(Cols, grid, block) with the smallest Cols (1, 2, 4, 8) such that 32 Cols >= head_dim:

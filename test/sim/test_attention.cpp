@@ -29,13 +29,15 @@ namespace {
 
 const std::vector<Shape> kMeshes = {Shape{1}, Shape{2}, Shape{4}, Shape{2, 2}};
 
+// body on the ranks of each mesh of kMeshes; one check of all their findings (each line names
+// its placement).
 void on_meshes(const std::string& what, const std::function<void(const Placement&, Failures&)>& body) {
-  for (const Shape& mesh : kMeshes) {
-    Failures f = spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()),
-                                               [&](Failures& mine) { body(mesh_placement(mesh), mine); });
-    INFO(what << " on mesh " << mesh << "\n" << f.report());
-    CHECK(f.empty());
-  }
+  Failures all;
+  for (const Shape& mesh : kMeshes)
+    all.merge(spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()),
+                                            [&](Failures& mine) { body(mesh_placement(mesh), mine); }));
+  INFO(what << "\n" << all.report());
+  CHECK(all.empty());
 }
 
 NdSbp uniform(const Placement& p, const Sbp& s) { return NdSbp(std::vector<Sbp>(p.mesh().ndim(), s)); }
@@ -136,6 +138,7 @@ TEST_CASE("attention: under the query split dk and dv are partial sums equal to 
       const AttentionProblem& pr = attention_problems()[pi];
       const AttentionHost h = attention_host(pr, 400 + pi);
       const AttentionReference ref = attention_reference(pr, h.q, h.k, h.v, &h.g);
+      const std::string what = pr.text() + " on " + p.to_string();
       const auto in = [&](const Shape& s, const std::vector<double>& x, const NdSbp& nd) {
         return from_host(spsd_test::as_tensor<double>(s, x), p, nd);
       };
@@ -149,14 +152,14 @@ TEST_CASE("attention: under the query split dk and dv are partial sums equal to 
       const GlobalTensor<double> dq = run_op<AttentionGradDef<false>, double>(refs, attrs);
       const GlobalTensor<double> dkv = run_op<AttentionGradDef<true>, double>(refs, attrs);
       if (!(out.nd_sbp() == s2 && lse.nd_sbp() == s2 && dq.nd_sbp() == s2 && dkv.nd_sbp() == partial))
-        f.add(pr.text() + ": layouts out " + out.nd_sbp().to_string() + ", lse " + lse.nd_sbp().to_string() + ", dq " +
+        f.add(what + ": layouts out " + out.nd_sbp().to_string() + ", lse " + lse.nd_sbp().to_string() + ", dq " +
               dq.nd_sbp().to_string() + ", dk and dv " + dkv.nd_sbp().to_string() +
               "; expected S(2), S(2), S(2) and P(sum) on every mesh axis");
-      expect_near(f, pr.text() + ": out", whole(out), ref.out, 1e-12, 1e-12);
-      expect_near(f, pr.text() + ": dq", whole(dq), ref.dq, 1e-12, 1e-12);
+      expect_near(f, what + ": out", whole(out), ref.out, 1e-12, 1e-12);
+      expect_near(f, what + ": dq", whole(dq), ref.dq, 1e-12, 1e-12);
       std::vector<double> dk_dv = ref.dk;
       dk_dv.insert(dk_dv.end(), ref.dv.begin(), ref.dv.end());
-      expect_near(f, pr.text() + ": dk and dv (the partials summed)", whole(dkv), dk_dv, 1e-12, 1e-12);
+      expect_near(f, what + ": dk and dv (the partials summed)", whole(dkv), dk_dv, 1e-12, 1e-12);
     }
   });
 }

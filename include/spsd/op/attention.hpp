@@ -10,10 +10,11 @@
 //     S(0), S(0), S(0) -> S(0)    batch split (data parallel), local
 //     S(1), S(1), S(1) -> S(1)    heads split (tensor parallel), local
 //     S(2), B,    B    -> S(2)    query-sequence split: each rank its queries against all keys
+//     B,    B,    P(sum) -> P(sum) out is linear in v (e.g. v from a row-parallel projection)
 //     B,    B,    B    -> B
-// No partial rows (softmax is not linear) and no head_dim split: S(3) on q and k gives partial
-// scores, which a softmax cannot take before they are summed, so the resolver boxes such inputs
-// (and a key-sequence split, and P inputs) to one of the rows above. For the query split, k and v
+// No partial q or k (softmax is not linear in its scores) and no head_dim split: S(3) on q and k
+// gives partial scores, which a softmax cannot take before they are summed, so the resolver
+// boxes such inputs (and a key-sequence split) to one of the rows above. For the query split, k and v
 // are all-gathered by the resolver's boxing: (k-1)/k * 2 * batch * heads * seq_k * head_dim
 // elements received per rank on k ranks (docs/operators.md).
 //
@@ -113,7 +114,7 @@ struct AttentionDef {
     return in[0];
   }
   static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&) {
-    return attention_table({true, false, false}, 0, sbp::split(2));
+    return attention_table({true, false, false}, 0, sbp::split(2), /*linear_input=*/2);
   }
   static std::string attrs_text(const OpAttrs& attrs) { return causal_text(attrs); }
   template <Element T>

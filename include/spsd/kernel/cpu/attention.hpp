@@ -121,8 +121,8 @@ struct Widened {
   }
 };
 
-// An output in compute_t<T>: written in place for float and double, through a float buffer
-// rounded once at the end for 16-bit T.
+// An output in compute_t<T>, zeroed (the backward kernels accumulate into it): written in
+// place for float and double, through a float buffer rounded once at the end for 16-bit T.
 template <class T>
 struct Narrowed {
   using C = compute_t<T>;
@@ -131,6 +131,7 @@ struct Narrowed {
   int64_t n;
   Narrowed(T* out, int64_t count) : target(out), n(count) {
     if constexpr (is_half_v<T>) buffer.assign(n, C(0));
+    else std::fill(out, out + n, T(0));
   }
   C* data() {
     if constexpr (is_half_v<T>) return buffer.data();
@@ -138,6 +139,26 @@ struct Narrowed {
   }
   void finish() {
     if constexpr (is_half_v<T>) narrow(buffer.data(), n, target);
+  }
+};
+
+// The backward kernels' inputs in compute_t<T>, and their visible pairs per (batch x head).
+template <class T>
+struct BackwardInputs {
+  using C = compute_t<T>;
+  const AttentionDims& d;
+  int64_t nq, nk;  // elements of one (batch x head) slice of q (and out, g) and of k (and v)
+  Widened<T> q, k, v, out, g;
+  const C* lse;
+  BackwardInputs(const T* q_, const T* k_, const T* v_, const T* out_, const T* g_, const C* lse_,
+                 const AttentionDims& dims)
+      : d(dims), nq(dims.seq_q * dims.head_dim), nk(dims.seq_k * dims.head_dim), q(q_, dims.batch_heads * nq),
+        k(k_, dims.batch_heads * nk), v(v_, dims.batch_heads * nk), out(out_, dims.batch_heads * nq),
+        g(g_, dims.batch_heads * nq), lse(lse_) {}
+  template <class F>
+  void for_each_pair(int64_t bh, F&& f) const {
+    for_each_attention_pair<C>(q.data + bh * nq, k.data + bh * nk, v.data + bh * nk, out.data + bh * nq,
+                               g.data + bh * nq, lse + bh * d.seq_q, d, f);
   }
 };
 
@@ -159,26 +180,43 @@ void attention_forward(const T* q, const T* k, const T* v, const AttentionDims& 
   if (out) o.finish();
 }
 
+namespace detail {
+
+// dq and dkv (either may be null: not computed) in one pass over the visible pairs.
+template <FloatingElement T>
+void attention_backward(const T* q, const T* k, const T* v, const T* out, const T* g, const compute_t<T>* lse,
+                        const AttentionDims& d, T* dq, T* dkv) {
+  using C = compute_t<T>;
+  const int64_t D = d.head_dim;
+  const BackwardInputs<T> in(q, k, v, out, g, lse, d);
+  const int64_t n = d.batch_heads * in.nk;
+  Narrowed<T> rq(dq, dq ? d.batch_heads * in.nq : 0), rkv(dkv, dkv ? 2 * n : 0);
+  C* dqc = dq ? rq.data() : nullptr;
+  C* dk = dkv ? rkv.data() : nullptr;
+  const C scale = static_cast<C>(d.scale);
+  for (int64_t bh = 0; bh < d.batch_heads; ++bh) {
+    const C *qb = in.q.data + bh * in.nq, *kb = in.k.data + bh * in.nk, *gb = in.g.data + bh * in.nq;
+    in.for_each_pair(bh, [&](int64_t i, int64_t j, C p, C ds) {
+      if (dqc)
+        for (int64_t c = 0; c < D; ++c) dqc[bh * in.nq + i * D + c] += scale * ds * kb[j * D + c];
+      if (dk)
+        for (int64_t c = 0; c < D; ++c) {
+          dk[bh * in.nk + j * D + c] += scale * ds * qb[i * D + c];
+          dk[n + bh * in.nk + j * D + c] += p * gb[i * D + c];
+        }
+    });
+  }
+  if (dq) rq.finish();
+  if (dkv) rkv.finish();
+}
+
+}  // namespace detail
+
 // dq (the shape of q) from q, k, v, out, g (the gradient of out) and lse.
 template <FloatingElement T>
 void attention_backward_q(const T* q, const T* k, const T* v, const T* out, const T* g, const compute_t<T>* lse,
                           const AttentionDims& d, T* dq) {
-  using C = compute_t<T>;
-  const int64_t D = d.head_dim, nq = d.seq_q * D, nk = d.seq_k * D, n = d.batch_heads * nq;
-  const detail::Widened<T> qw(q, n), kw(k, d.batch_heads * nk), vw(v, d.batch_heads * nk), ow(out, n), gw(g, n);
-  detail::Narrowed<T> r(dq, n);
-  C* dqc = r.data();
-  std::fill(dqc, dqc + n, C(0));
-  const C scale = static_cast<C>(d.scale);
-  for (int64_t bh = 0; bh < d.batch_heads; ++bh) {
-    const C* kb = kw.data + bh * nk;
-    C* dqb = dqc + bh * nq;
-    detail::for_each_attention_pair<C>(qw.data + bh * nq, kb, vw.data + bh * nk, ow.data + bh * nq, gw.data + bh * nq,
-                                       lse + bh * d.seq_q, d, [&](int64_t i, int64_t j, C, C ds) {
-                                         for (int64_t c = 0; c < D; ++c) dqb[i * D + c] += scale * ds * kb[j * D + c];
-                                       });
-  }
-  r.finish();
+  detail::attention_backward<T>(q, k, v, out, g, lse, d, dq, nullptr);
 }
 
 // dkv (2, batch, heads, seq_k, head_dim): dk, then dv, from the same inputs. With q a slice of
@@ -186,26 +224,7 @@ void attention_backward_q(const T* q, const T* k, const T* v, const T* out, cons
 template <FloatingElement T>
 void attention_backward_kv(const T* q, const T* k, const T* v, const T* out, const T* g, const compute_t<T>* lse,
                            const AttentionDims& d, T* dkv) {
-  using C = compute_t<T>;
-  const int64_t D = d.head_dim, nq = d.seq_q * D, nk = d.seq_k * D, n = d.batch_heads * nq;
-  const detail::Widened<T> qw(q, n), kw(k, d.batch_heads * nk), vw(v, d.batch_heads * nk), ow(out, n), gw(g, n);
-  detail::Narrowed<T> r(dkv, 2 * d.batch_heads * nk);
-  C* dk = r.data();
-  C* dv = dk + d.batch_heads * nk;
-  std::fill(dk, dk + 2 * d.batch_heads * nk, C(0));
-  const C scale = static_cast<C>(d.scale);
-  for (int64_t bh = 0; bh < d.batch_heads; ++bh) {
-    const C *qb = qw.data + bh * nq, *gb = gw.data + bh * nq;
-    C *dkb = dk + bh * nk, *dvb = dv + bh * nk;
-    detail::for_each_attention_pair<C>(qb, kw.data + bh * nk, vw.data + bh * nk, ow.data + bh * nq, gb,
-                                       lse + bh * d.seq_q, d, [&](int64_t i, int64_t j, C p, C ds) {
-                                         for (int64_t c = 0; c < D; ++c) {
-                                           dkb[j * D + c] += scale * ds * qb[i * D + c];
-                                           dvb[j * D + c] += p * gb[i * D + c];
-                                         }
-                                       });
-  }
-  r.finish();
+  detail::attention_backward<T>(q, k, v, out, g, lse, d, nullptr, dkv);
 }
 
 // Compiled into the library (core/instances.hpp), in src/op/attention.cpp.
