@@ -14,6 +14,7 @@
 #include <string_view>
 #include <unordered_map>
 
+#include "attention_rules.hpp"
 #include "spsd/autograd/grad_ops.hpp"
 #include "spsd/autograd/node.hpp"
 #include "spsd/autograd/softmax_grad.hpp"
@@ -269,6 +270,8 @@ RuleTable make_rules() {
   define_elementwise_rules(rules);
   define_matmul_reduce_softmax_rules(rules);
   define_shape_index_rules(rules);
+  rules["scaled_dot_product_attention"] = {&attention_backward<float>, &attention_backward<double>,
+                                           &attention_backward<bfloat16>, &attention_backward<float16>};
   return rules;
 }
 

@@ -361,6 +361,28 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
        {"cross_entropy", "different leading axes", "(4, 3)", "(3,)"}},
       {"cross_entropy: inputs on different placements", [&] { cross_entropy(x, idx_g); },
        {"cross_entropy", "share one placement", "logits are on " + P, "labels on " + G}},
+      // attention
+      {"scaled_dot_product_attention: 3-d q", [&] { scaled_dot_product_attention(x3, x3, x3); },
+       {"scaled_dot_product_attention", "4-d (batch, heads, seq, head_dim)", "q is (2, 3, 4)"}},
+      {"scaled_dot_product_attention: head_dim 4 and 5",
+       [&] { scaled_dot_product_attention(zeros<float>({1, 2, 3, 4}, p, B), zeros<float>({1, 2, 3, 5}, p, B),
+                                          zeros<float>({1, 2, 3, 5}, p, B)); },
+       {"scaled_dot_product_attention", "same head_dim", "(1, 2, 3, 4)", "(1, 2, 3, 5)"}},
+      {"scaled_dot_product_attention: heads 2 and 3",
+       [&] { scaled_dot_product_attention(zeros<float>({1, 2, 3, 4}, p, B), zeros<float>({1, 3, 3, 4}, p, B),
+                                          zeros<float>({1, 3, 3, 4}, p, B)); },
+       {"scaled_dot_product_attention", "same batch and heads", "(1, 2, 3, 4)", "(1, 3, 3, 4)"}},
+      {"scaled_dot_product_attention: batch 1 and 2",
+       [&] { scaled_dot_product_attention(zeros<float>({1, 2, 3, 4}, p, B), zeros<float>({2, 2, 3, 4}, p, B),
+                                          zeros<float>({2, 2, 3, 4}, p, B), true); },
+       {"scaled_dot_product_attention", "same batch and heads", "(1, 2, 3, 4)", "(2, 2, 3, 4)"}},
+      {"scaled_dot_product_attention: k of 3 keys, v of 5",
+       [&] { scaled_dot_product_attention(zeros<float>({1, 2, 3, 4}, p, B), zeros<float>({1, 2, 3, 4}, p, B),
+                                          zeros<float>({1, 2, 5, 4}, p, B)); },
+       {"scaled_dot_product_attention", "k and v of the same shape", "k is (1, 2, 3, 4)", "v is (1, 2, 5, 4)"}},
+      {"scaled_dot_product_attention: int64 tensors",
+       [&] { auto t = zeros<int64_t>({1, 2, 3, 4}, p, B); scaled_dot_product_attention(t, t, t); },
+       {"scaled_dot_product_attention", "floating tensors only", "int64"}},
       // autograd
       {"backward: a loss of 4 elements", [&] { backward(sum(leaf(), {1})); },
        {"backward", "must be a scalar", "(2,) float32"}},
@@ -513,6 +535,8 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //   op/softmax.hpp          softmax, log_softmax (axis, integer; e: empty axis, NaN rows)
 //   op/shape_ops.hpp        transpose, permute, reshape (three forms), slice, concat (two forms)
 //   op/index.hpp            embedding, pick (shapes, dtypes; e: no indices, out of range)
+//   op/attention.hpp        scaled_dot_product_attention (rank, batch / heads / head_dim / seq_k
+//                           mismatches, integer dtype)
 //   op/loss.hpp             cross_entropy (shapes, dtype, placements; e: N = 0, C = 0, NaN logits)
 //   op/dispatch.hpp         every op: raw GlobalTensors whose nd_sbp, placement or piece
 //                           (missing, too small) does not fit (the dispatch path's own checks)
@@ -554,6 +578,7 @@ const std::vector<std::string>& public_api() {
       "rsub_scalar", "mul_scalar", "div_scalar", "rdiv_scalar", "neg", "relu", "gelu", "exp", "log", "tanh", "sigmoid",
       "sqrt", "abs", "matmul", "sum", "mean", "max", "min", "softmax", "log_softmax", "transpose", "permute",
       "reshape", "slice", "concat", "embedding", "pick", "cross_entropy", "dispatch",
+      "scaled_dot_product_attention",
       "backward", "NoGradGuard", "is_grad_enabled", "SGD", "Adam", "AdamW", "Optimizer::step", "Optimizer::zero_grad",
       "GradScaler", "set_matmul_precision",
   };

@@ -24,12 +24,14 @@
 #include <vector>
 
 #include "spsd/core/reduce_op.hpp"
+#include "spsd/kernel/cpu/attention.hpp"
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cpu/index.hpp"
 #include "spsd/kernel/cpu/permute.hpp"
 #include "spsd/kernel/cpu/reduce.hpp"
 #include "spsd/kernel/cpu/softmax.hpp"
+#include "spsd/kernel/cuda/attention.hpp"
 #include "spsd/kernel/cuda/cast.hpp"
 #include "spsd/kernel/cuda/copy.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
@@ -1210,6 +1212,85 @@ void test_note_nonfinite() {
 
 }  // namespace
 
+// ---- attention ----
+
+// The fused attention kernels (the forward with lse, its lse-only form, dq, and dk/dv stacked)
+// against the cpu kernels on the same inputs; the backward runs on the cpu's out and lse, so only
+// it differs. Partial tiles (37 queries, 45 keys), 1 to 8 columns per lane (head_dim 1, 10, 64,
+// 72, 200), causal masks offset as on a piece of a query split (q_begin 5, 31), no keys at all,
+// and head_dim over the limit (an error). Bounds relative to 1 + |cpu value| (another summation
+// order): float 1e-4, double 1e-10, 16 bits 2 ulps of the type (both sides compute in float and
+// round once); lse in float 1e-4 or double 1e-10.
+void test_attention() {
+  struct Case {
+    int64_t batch_heads, seq_q, seq_k, head_dim, q_begin;
+    bool causal;
+  };
+  const std::vector<Case> cases = {{3, 37, 45, 10, 0, false}, {3, 37, 45, 72, 0, true}, {2, 45, 37, 200, 5, true},
+                                   {2, 5, 7, 1, 3, true},     {1, 4, 0, 8, 0, false},    {2, 33, 64, 64, 31, true}};
+  auto run = [&]<class T>(double rtol) {
+    using C = spsd::compute_t<T>;
+    const auto as_double = []<class U>(const std::vector<U>& v) {
+      std::vector<double> r;
+      for (const U& x : v) r.push_back(static_cast<double>(x));
+      return r;
+    };
+    const double lse_rtol = std::is_same_v<C, double> ? 1e-10 : 1e-4;
+    for (const Case& c : cases) {
+      const cpu::AttentionDims d{c.batch_heads, c.seq_q, c.seq_k, c.head_dim, c.q_begin, 0, c.causal,
+                                 1 / std::sqrt(static_cast<double>(c.head_dim))};
+      const int64_t nq = c.batch_heads * c.seq_q * c.head_dim, nk = c.batch_heads * c.seq_k * c.head_dim,
+                    rows = c.batch_heads * c.seq_q;
+      const auto values = [](int64_t n) {
+        std::vector<T> v;
+        for (float x : random_values<float>(n, -2, 2)) v.push_back(static_cast<T>(x));
+        return v;
+      };
+      const std::vector<T> q = values(nq), k = values(nk), v = values(nk), g = values(nq);
+      std::vector<T> out(nq), dq(nq), dkv(2 * nk);
+      std::vector<C> lse(rows);
+      cpu::attention_forward<T>(q.data(), k.data(), v.data(), d, out.data(), lse.data());
+      cpu::attention_backward_q<T>(q.data(), k.data(), v.data(), out.data(), g.data(), lse.data(), d, dq.data());
+      cpu::attention_backward_kv<T>(q.data(), k.data(), v.data(), out.data(), g.data(), lse.data(), d, dkv.data());
+      const Dev<T> q_d(q), k_d(k), v_d(v), g_d(g), out_d(out);
+      const Dev<C> lse_d(lse);
+      Dev<T> got_out(nq), got_dq(nq), got_dkv(2 * nk);
+      Dev<C> got_lse(rows), got_lse_only(rows);
+      gpu::attention_forward<T>(q_d.ptr, k_d.ptr, v_d.ptr, d, got_out.ptr, got_lse.ptr, g_stream);
+      gpu::attention_forward<T>(q_d.ptr, k_d.ptr, static_cast<const T*>(nullptr), d, static_cast<T*>(nullptr),
+                                got_lse_only.ptr, g_stream);
+      gpu::attention_backward_q<T>(q_d.ptr, k_d.ptr, v_d.ptr, out_d.ptr, g_d.ptr, lse_d.ptr, d, got_dq.ptr, g_stream);
+      gpu::attention_backward_kv<T>(q_d.ptr, k_d.ptr, v_d.ptr, out_d.ptr, g_d.ptr, lse_d.ptr, d, got_dkv.ptr,
+                                    g_stream);
+      const std::string what = "attention " + tname<T>() + " (" + std::to_string(c.batch_heads) + ", " +
+                               std::to_string(c.seq_q) + "/" + std::to_string(c.seq_k) + ", " +
+                               std::to_string(c.head_dim) + ")" + (c.causal ? " causal" : "") + " q_begin " +
+                               std::to_string(c.q_begin);
+      const std::vector<double> ones_q(nq, 1.0), ones_kv(2 * nk, 1.0), ones_rows(rows, 1.0);
+      const auto with_one = [](std::vector<double> w) {  // the scale 1 + |w|
+        for (double& x : w) x = 1 + std::abs(x);
+        return w;
+      };
+      compare(what + ": out", as_double(got_out.get()), as_double(out), rtol, 0.0, with_one(as_double(out)));
+      compare(what + ": lse", as_double(got_lse.get()), as_double(lse), lse_rtol, 0.0, with_one(as_double(lse)));
+      compare(what + ": lse alone", as_double(got_lse_only.get()), as_double(lse), lse_rtol, 0.0,
+              with_one(as_double(lse)));
+      compare(what + ": dq", as_double(got_dq.get()), as_double(dq), rtol, 0.0, with_one(as_double(dq)));
+      compare(what + ": dk and dv", as_double(got_dkv.get()), as_double(dkv), rtol, 0.0, with_one(as_double(dkv)));
+    }
+    Dev<T> tmp(301 * 2);
+    Dev<C> tmp_lse(2);
+    const cpu::AttentionDims too_wide{1, 2, 2, 301, 0, 0, false, 1.0};
+    expect_error("attention head_dim 301 " + tname<T>(), [&] {
+      gpu::attention_forward<T>(tmp.ptr, tmp.ptr, tmp.ptr, too_wide, tmp.ptr, tmp_lse.ptr, g_stream);
+    });
+  };
+  run.template operator()<float>(1e-4);
+  run.template operator()<double>(1e-10);
+  run.template operator()<spsd::bfloat16>(2 * 0x1p-7);
+  run.template operator()<spsd::float16>(2 * 0x1p-10);
+}
+
 int main() {
   int devices = 0;
   const cudaError_t err = cudaGetDeviceCount(&devices);
@@ -1223,6 +1304,7 @@ int main() {
   group("reduce", test_reduce);
   group("softmax", test_softmax);
   group("softmax backward", test_softmax_backward);
+  group("attention", test_attention);
   group("permute/copy_region", test_permute);
   group("copy", test_copy);
   group("index", test_index);

@@ -94,11 +94,32 @@ Inputs<T> make_inputs(const Placement& p, const NdSbp& rows) {
   return in;
 }
 
+// scaled_dot_product_attention of q (2, 3, seq_q, head_dim) and k, v (2, 3, seq_k, head_dim)
+// (randn, B, on x's placement), then, when grads, the gradients of sum(out * w) through the
+// fused backward kernels (attention_lse, attention_grad_q, attention_grad_kv), all flattened and
+// concatenated. seq 37 and 45 take a partial tile of 32; head_dim 10, 72 and 200 take 1, 4 and
+// 8 columns per lane.
+template <class T>
+GlobalTensor<T> attention_case(const Inputs<T>& in, int64_t seq_q, int64_t seq_k, int64_t head_dim, bool causal,
+                               bool grads) {
+  const Placement& p = in.x.placement();
+  const NdSbp b(std::vector<Sbp>(p.mesh().ndim(), sbp::broadcast));
+  GlobalTensor<T> q = randn<T>({2, 3, seq_q, head_dim}, p, b, 11), k = randn<T>({2, 3, seq_k, head_dim}, p, b, 12),
+                  v = randn<T>({2, 3, seq_k, head_dim}, p, b, 13);
+  if (!grads) return scaled_dot_product_attention(q, k, v, causal);
+  for (GlobalTensor<T>* t : {&q, &k, &v}) t->requires_grad_();
+  const GlobalTensor<T> out = scaled_dot_product_attention(q, k, v, causal);
+  backward(sum(out * randn<T>({2, 3, seq_q, head_dim}, p, b, 14)));
+  std::vector<GlobalTensor<T>> parts;
+  for (const GlobalTensor<T>& t : {out.detach(), q.grad(), k.grad(), v.grad()}) parts.push_back(reshape(t, {-1}));
+  return concat(parts, 0);
+}
+
 template <class T>
 std::vector<OpCase<T>> op_cases() {
   const bool e = false, r = true;  // element-wise; reductions, matmul and softmax (other summation order)
   using In = const Inputs<T>&;
-  return {
+  std::vector<OpCase<T>> cases = {
       {"add", e, [](In i) { return i.x + i.y; }},
       {"sub", e, [](In i) { return i.x - i.y; }},
       {"mul", e, [](In i) { return i.x * i.y; }},
@@ -139,7 +160,18 @@ std::vector<OpCase<T>> op_cases() {
       {"softmax_grad", r, [](In i) { return detail::softmax_grad(softmax(i.x, 1), i.y, 1); }},
       {"log_softmax_grad", r, [](In i) { return detail::log_softmax_grad(log_softmax(i.x, 0), i.y, 0); }},
       {"cross_entropy_grad", r, [](In i) { return detail::cross_entropy_grad(i.x, i.labels, sum(i.y)); }},
+      {"attention", r, [](In i) { return attention_case(i, 5, 7, 10, false, false); }},
+      {"attention causal, partial tiles", r, [](In i) { return attention_case(i, 37, 45, 72, true, false); }},
+      {"attention head_dim 200", r, [](In i) { return attention_case(i, 45, 37, 200, true, false); }},
   };
+  // The fused attention backward in float and double: in 16 bits the cpu's and cuda's out may
+  // differ by a rounding, which the gradients carry beyond the 4-ulp bound.
+  if constexpr (!is_half_v<T>)
+    cases.insert(cases.end(), {{"attention grads", r, [](In i) { return attention_case(i, 37, 45, 72, false, true); }},
+                               {"attention grads causal", r, [](In i) { return attention_case(i, 45, 37, 10, true, true); }},
+                               {"attention grads head_dim 200", r,
+                                [](In i) { return attention_case(i, 9, 40, 200, true, true); }}});
+  return cases;
 }
 
 template <class T>

@@ -240,6 +240,31 @@ std::vector<MetaCase> concat_cases() {  // attrs [axis]
   return cases;
 }
 
+// scaled_dot_product_attention and its lse and gradient ops: inputs (q, k, v, out, g, lse),
+// the first `inputs` of them; attrs [causal]. seq_q 5 and seq_k 7 split unevenly on 3 ranks,
+// and the causal mask meets query pieces that start past position 0.
+std::vector<MetaCase> attention_cases(size_t inputs) {
+  std::vector<MetaCase> cases;
+  for (const auto& [t, causal] : {std::pair{DType::kFloat32, 0}, std::pair{DType::kFloat64, 1}}) {
+    const TensorMeta q = meta(Shape{2, 3, 5, 4}, t), kv = meta(Shape{2, 3, 7, 4}, t), lse = meta(Shape{2, 3, 5}, t);
+    std::vector<InputSpec> in = {{q}, {kv}, {kv}, {q}, {q}, {lse}};
+    in.resize(inputs);
+    cases.push_back({std::move(in), {causal}, {}});
+  }
+  return cases;
+}
+
+// Ops whose undeclared combinations are too many to search (6 inputs: 8^6 input layouts):
+// only their declared signatures are checked.
+const std::vector<OpEntry>& declared_only_registry() {
+  using namespace spsd::detail::attention_ops;
+  static const std::vector<OpEntry> ops = {
+      entry<AttentionGradDef<false>, float, double>(attention_cases(6)),
+      entry<AttentionGradDef<true>, float, double>(attention_cases(6)),
+  };
+  return ops;
+}
+
 const std::vector<OpEntry>& registry() {
   using namespace spsd::detail;
   static const std::vector<OpEntry> ops = {
@@ -276,6 +301,8 @@ const std::vector<OpEntry>& registry() {
       entry<shape_ops::ReshapeDef>(reshape_cases()),
       entry<shape_ops::SliceDef>(slice_cases()),
       entry<shape_ops::ConcatDef>(concat_cases()),
+      entry<attention_ops::AttentionDef, float, double>(attention_cases(3)),
+      entry<attention_ops::AttentionLseDef, float, double>(attention_cases(2)),
   };
   return ops;
 }
@@ -724,6 +751,21 @@ TEST_CASE("validator: every declared 1-d signature holds on lopsided partial val
   for (const std::string& f : failures) report += f + "\n";
   INFO(report);
   CHECK(failures.empty());
+}
+
+TEST_CASE("validator: the declared signatures of the attention gradient ops hold", "[validator]") {
+  std::vector<std::string> failures;
+  int64_t checked = 0;
+  for (const OpEntry& op : declared_only_registry()) {
+    DeclaredReport rep = check_declared(op);
+    failures.insert(failures.end(), rep.failures.begin(), rep.failures.end());
+    checked += rep.checked;
+  }
+  std::string report;
+  for (const std::string& f : failures) report += f + "\n";
+  INFO(report);
+  CHECK(failures.empty());
+  CHECK(checked == 2 * 2 * 5);  // 2 ops x 2 cases x 5 signatures
 }
 
 TEST_CASE("validator: valid signatures the tables are missing (printed, not failed)", "[validator]") {

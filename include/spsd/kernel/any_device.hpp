@@ -6,6 +6,7 @@
 #include <span>
 
 #include "spsd/core/config.hpp"
+#include "spsd/kernel/cpu/attention.hpp"
 #include "spsd/kernel/cpu/cast.hpp"
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
@@ -17,6 +18,7 @@
 #include "spsd/runtime/device.hpp"
 #include "spsd/runtime/device_traffic.hpp"
 #if SPSD_HAVE_CUDA
+#include "spsd/kernel/cuda/attention.hpp"
 #include "spsd/kernel/cuda/cast.hpp"
 #include "spsd/kernel/cuda/copy.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
@@ -157,6 +159,24 @@ template <FloatingElement T>
 void cross_entropy_backward(const Target& t, const T* logits, const int64_t* labels, const T* g, int64_t rows,
                             int64_t classes, int64_t total_rows, T* dx) {
   SPSD_ON_TARGET(t, cross_entropy_backward<T>, logits, labels, g, rows, classes, total_rows, dx);
+}
+
+// Scaled dot-product attention, fused forward and backward (kernel/cpu/attention.hpp).
+using cpu::AttentionDims;
+template <FloatingElement T>
+void attention_forward(const Target& t, const T* q, const T* k, const T* v, const AttentionDims& d, T* out,
+                       compute_t<T>* lse) {
+  SPSD_ON_TARGET(t, attention_forward<T>, q, k, v, d, out, lse);
+}
+template <FloatingElement T>
+void attention_backward_q(const Target& t, const T* q, const T* k, const T* v, const T* out, const T* g,
+                          const compute_t<T>* lse, const AttentionDims& d, T* dq) {
+  SPSD_ON_TARGET(t, attention_backward_q<T>, q, k, v, out, g, lse, d, dq);
+}
+template <FloatingElement T>
+void attention_backward_kv(const Target& t, const T* q, const T* k, const T* v, const T* out, const T* g,
+                           const compute_t<T>* lse, const AttentionDims& d, T* dkv) {
+  SPSD_ON_TARGET(t, attention_backward_kv<T>, q, k, v, out, g, lse, d, dkv);
 }
 
 #undef SPSD_ON_TARGET
