@@ -38,6 +38,21 @@ inline int64_t misfit(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp
 }
 }  // namespace detail
 
+// The layout helpers below (misfit, fits, check_layout) and box_at, piece_numel take normalized
+// layouts: a negative axis is a misfit there. Functions that take a layout and a shape from the
+// user normalize first (box_of, boxes_of, local_shape, layout_diagram, and tensor/).
+// nd_sbp with each split axis in [-ndim, 0) replaced by axis + ndim (S(-1) of a 2-d tensor is
+// S(1)); other axes stay as given, so an axis out of range is still reported as the user wrote it.
+inline NdSbp normalize_axes(const NdSbp& nd_sbp, int64_t ndim) {
+  bool negative = false;
+  for (const Sbp& s : nd_sbp) negative = negative || (s.is_split() && s.axis() < 0);
+  if (!negative) return nd_sbp;
+  std::vector<Sbp> axes = nd_sbp.axes();
+  for (Sbp& s : axes)
+    if (s.is_split() && s.axis() < 0 && s.axis() >= -ndim) s = sbp::split(s.axis() + ndim);
+  return NdSbp(std::move(axes));
+}
+
 inline bool fits(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp) {
   return detail::misfit(shape, mesh, nd_sbp) == detail::kFits;
 }
