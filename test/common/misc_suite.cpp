@@ -14,16 +14,16 @@ namespace {
 
 // The placements the tests use in a world of n ranks: the whole world as each mesh that fits,
 // and subsets (every other rank; the last rank alone), so that ranks outside take part.
-std::vector<Placement> placements_of(int64_t n) {
+std::vector<Placement> placements_of(int64_t n, const std::string& device) {
   std::vector<int64_t> all(n);
   std::iota(all.begin(), all.end(), int64_t{0});
-  std::vector<Placement> out = {Placement("cpu", all)};
-  if (n == 4) out.push_back(Placement("cpu", all, Shape{2, 2}));
+  std::vector<Placement> out = {Placement(device, all)};
+  if (n == 4) out.push_back(Placement(device, all, Shape{2, 2}));
   if (n >= 2) {
     std::vector<int64_t> odd;
     for (int64_t r = 1; r < n; r += 2) odd.push_back(r);
-    out.push_back(Placement("cpu", odd));
-    if (odd.back() != n - 1) out.push_back(Placement("cpu", std::vector<int64_t>{n - 1}));
+    out.push_back(Placement(device, odd));
+    if (odd.back() != n - 1) out.push_back(Placement(device, std::vector<int64_t>{n - 1}));
   }
   return out;
 }
@@ -38,10 +38,10 @@ T sample_value() {
 }
 
 template <class T>
-void check_item_all_layouts(Failures& mine, const Shape& shape) {
+void check_item_all_layouts(Failures& mine, const Shape& shape, const std::string& device) {
   const T value = sample_value<T>();
   const Tensor<T> whole = Tensor<T>::from_vector(shape, {value});
-  for (const Placement& p : placements_of(world_size())) {
+  for (const Placement& p : placements_of(world_size(), device)) {
     for (const NdSbp& nd : all_nd_sbps(p.mesh().ndim(), shape.ndim())) {
       const std::string what = "item of " + shape.to_string() + " " + std::string(to_string(dtype_of<T>)) + " " +
                                nd.to_string() + " on " + p.to_string() + " on rank " + std::to_string(rank());
@@ -82,10 +82,10 @@ void check_item_all_layouts(Failures& mine, const Shape& shape) {
 // distribute of every layout of whole over each placement, from each source rank; checks the
 // values and the bytes this rank received: the shape's broadcast and its piece, no more.
 template <class T>
-void check_distribute(Failures& mine, const Shape& shape) {
+void check_distribute(Failures& mine, const Shape& shape, const std::string& device) {
   const Tensor<T> whole = reference_tensor<T>(shape);
   const int64_t me = rank(), n = world_size();
-  for (const Placement& p : placements_of(n)) {
+  for (const Placement& p : placements_of(n, device)) {
     for (const NdSbp& nd : all_nd_sbps(p.mesh().ndim(), shape.ndim())) {
       for (int64_t src = 0; src < n; ++src) {
         const std::string what = "distribute of " + shape.to_string() + " " + std::string(to_string(dtype_of<T>)) +
@@ -115,19 +115,19 @@ void check_distribute(Failures& mine, const Shape& shape) {
 
 }  // namespace
 
-void run_item_suite(Failures& mine) {
-  check_item_all_layouts<float>(mine, Shape{1});
-  check_item_all_layouts<double>(mine, Shape{1, 1});
-  check_item_all_layouts<bfloat16>(mine, Shape{1});
-  check_item_all_layouts<float16>(mine, Shape{1});
-  check_item_all_layouts<int64_t>(mine, Shape{1, 1});
-  check_item_all_layouts<int32_t>(mine, Shape{});
+void run_item_suite(Failures& mine, const std::string& device) {
+  check_item_all_layouts<float>(mine, Shape{1}, device);
+  check_item_all_layouts<double>(mine, Shape{1, 1}, device);
+  check_item_all_layouts<bfloat16>(mine, Shape{1}, device);
+  check_item_all_layouts<float16>(mine, Shape{1}, device);
+  check_item_all_layouts<int64_t>(mine, Shape{1, 1}, device);
+  check_item_all_layouts<int32_t>(mine, Shape{}, device);
 }
 
-void run_distribute_suite(Failures& mine) {
-  check_distribute<float>(mine, Shape{5, 3});  // uneven over 2, 3 and 4
-  check_distribute<bfloat16>(mine, Shape{7});
-  check_distribute<int64_t>(mine, Shape{3, 2, 2});
+void run_distribute_suite(Failures& mine, const std::string& device) {
+  check_distribute<float>(mine, Shape{5, 3}, device);  // uneven over 2, 3 and 4
+  check_distribute<bfloat16>(mine, Shape{7}, device);
+  check_distribute<int64_t>(mine, Shape{3, 2, 2}, device);
 }
 
 }  // namespace spsd_test

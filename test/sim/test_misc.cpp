@@ -11,14 +11,20 @@
 using namespace spsd;
 using spsd_test::Failures;
 
-TEST_CASE("item(): a one-element tensor's value on every rank of the world, every layout", "[global][item]") {
+namespace {
+// A suite of misc_suite.hpp on cpu placements in worlds of 1, 2 and 4 simulated ranks
+// (test/mpi/test_misc.cpp runs it under mpirun).
+void on_worlds(void (*suite)(Failures&, const std::string&)) {
   for (int n : {1, 2, 4}) {
-    Failures f = spsd_test::on_simulated_ranks(n, [&](Failures& mine) {
-      spsd_test::run_item_suite(mine);
-    });
+    Failures f = spsd_test::on_simulated_ranks(n, [&](Failures& mine) { suite(mine, "cpu"); });
     INFO("world " << n << "\n" << f.report());
     CHECK(f.empty());
   }
+}
+}  // namespace
+
+TEST_CASE("item(): a one-element tensor's value on every rank of the world, every layout", "[global][item]") {
+  on_worlds(spsd_test::run_item_suite);
 }
 
 TEST_CASE("item(): a loss computed by ops, read on every rank", "[global][item]") {
@@ -105,13 +111,7 @@ TEST_CASE("negative split axes count from the end wherever a layout meets a shap
 }
 
 TEST_CASE("distribute: each rank receives its piece of src's tensor, every layout", "[global][distribute]") {
-  for (int n : {1, 2, 4}) {
-    Failures f = spsd_test::on_simulated_ranks(n, [&](Failures& mine) {
-      spsd_test::run_distribute_suite(mine);
-    });
-    INFO("world " << n << "\n" << f.report());
-    CHECK(f.empty());
-  }
+  on_worlds(spsd_test::run_distribute_suite);
 }
 
 TEST_CASE("distribute: negative axes, empty tensors, and errors on every rank", "[global][distribute]") {
