@@ -128,6 +128,7 @@ void run_distribute_suite(Failures& mine, const std::string& device) {
   check_distribute<float>(mine, Shape{5, 3}, device);  // uneven over 2, 3 and 4
   check_distribute<bfloat16>(mine, Shape{7}, device);
   check_distribute<int64_t>(mine, Shape{3, 2, 2}, device);
+  check_distribute<double>(mine, Shape{}, device);  // 0-d: no dims to broadcast
 }
 
 }  // namespace spsd_test

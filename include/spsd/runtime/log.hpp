@@ -4,7 +4,7 @@
 //   dispatch             each op's resolution: the call, the chosen signature, and the boxing of
 //                        its inputs (one line, a second when an input is boxed)
 //   dispatch:candidates  the same with every candidate signature, its cost and bytes
-//   boxing               the plan of each to_global
+//   boxing               the plan of each to_global (printed under dispatch too)
 //   all                  dispatch and boxing (all:candidates: with the candidates)
 // Each distinct message is printed once per process, the first time: a training loop repeats
 // its resolutions (cached) and prints them in its first step only.

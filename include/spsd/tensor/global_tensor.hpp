@@ -74,7 +74,7 @@ class GlobalTensor {
   GlobalTensor(Shape shape, Placement placement, NdSbp nd_sbp, Tensor<T> local)
       : shape_(std::move(shape)),
         placement_(std::move(placement)),
-        nd_sbp_(normalize_axes(nd_sbp, shape_.ndim())),
+        nd_sbp_(normalize_axes(std::move(nd_sbp), shape_.ndim())),
         local_(std::move(local)) {}
 
   const Shape& shape() const { return shape_; }
@@ -87,7 +87,9 @@ class GlobalTensor {
   // Boxing to another layout: collective over the ranks of both placements; others return at once.
   GlobalTensor to_global(const Placement& placement, const NdSbp& nd_sbp) const {
     const detail::GlobalData in = data();
-    GlobalTensor out = from_data(detail::hooks.to_layout(in, placement, normalize_axes(nd_sbp, shape_.ndim())));
+    std::optional<NdSbp> storage;
+    const NdSbp& target = normalize_axes(nd_sbp, shape_.ndim(), storage);
+    GlobalTensor out = from_data(detail::hooks.to_layout(in, placement, target));
     if (autograd_ && autograd_->requires_grad) detail::hooks.record_boxing(in, autograd_, out.data(), out.autograd_);
     return out;
   }
