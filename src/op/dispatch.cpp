@@ -32,6 +32,22 @@ OpenSpan trace_op(TraceRecorder& recorder, TraceClock::time_point begin, const R
   const bool on_device = r.placement.device_type() == DeviceType::kCUDA && r.placement.contains(me);
   return OpenSpan(recorder, std::move(span), on_device ? &device_runtime(r.op) : nullptr);
 }
+
+// SPSD_LOG=dispatch (runtime/log.hpp): the call and the chosen signature, then, when inputs are
+// boxed, one line with each boxing's steps and bytes; at level 2 the resolution's candidates too.
+std::string log_text(const Resolution& r, int level) {
+  std::string s = r.identity->description + ": chose " + r.signature().to_string();
+  if (level >= 2) return s + "\n" + r.to_string();
+  std::string boxing;
+  for (size_t i = 0; i < r.plans.size(); ++i) {
+    if (!r.plans[i] || r.plans[i]->steps.empty()) continue;
+    boxing += std::string(boxing.empty() ? "\n  boxing" : ";") + " input " + std::to_string(i) + " " +
+              r.plans[i]->from.nd_sbp.to_string() + " -> " + r.plans[i]->to.nd_sbp.to_string() + ":";
+    for (const Step& step : r.plans[i]->steps)
+      boxing += " " + std::string(to_string(step.kind)) + " (" + std::to_string(step.max_bytes()) + " B)";
+  }
+  return s + boxing;
+}
 }  // namespace
 
 Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs,
@@ -60,7 +76,8 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
   p.participates = placement.contains(me);
   if (!p.participates) return p;
   p.coords = placement.coords(me);
-  if (log_enabled("dispatch") && me == placement.ranks().front()) log_line("dispatch", r.to_string());
+  if (const int level = log_level("dispatch"); level > 0 && me == placement.ranks().front())
+    log_line("dispatch", log_text(r, level));
   const ScalarOperand operand{scalar.f, scalar.bits};
   note_op(placement.ranks(), r.identity, scalar.present ? &operand : nullptr);
   if (r.communicates()) check_ops(placement.ranks());

@@ -114,7 +114,6 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
        {"mesh_group", "mesh axis 0 is repeated", "[0, 0]"}},
       {"check_placement: a rank beyond the world", [&] { check_placement("my_op", beyond); },
        {"my_op", "names rank " + N, "the world has " + N + " ranks"}},
-      {"sbp::split: negative axis", [] { sbp::split(-1); }, {"sbp::split", "non-negative", "-1"}},
       {"sbp::partial: an invalid ReduceOp", [] { sbp::partial(static_cast<ReduceOp>(7)); },
        {"sbp::partial", "invalid value 7"}},
       {"Sbp::axis: of B", [] { (void)sbp::broadcast.axis(); }, {"Sbp::axis", "B is not a split"}},
@@ -434,6 +433,24 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
   };
   cases.insert(cases.end(), more.begin(), more.end());
 
+  // Issue 25 (misc): negative split axes beyond the tensor's axes, item() of more than one
+  // element, distribute's source rank outside the world (all before any communication).
+  const std::vector<Case> issue25_misc = {
+      {"sbp::split: axis -3 of a 2-d tensor", [&] { zeros<float>({4, 3}, p, sbp::split(-3)); },
+       {"zeros", "splits axis -3", "(4, 3)", "2 axes"}},
+      {"box_of: split axis -2 of a 1-d tensor", [&] { box_of(Shape{4}, p, sbp::split(-2), r); },
+       {"box_of", "splits axis -2", "(4,)"}},
+      {"GlobalTensor::item: 12 elements", [&] { x.item(); }, {"item", "one element", "(4, 3)", "12 elements"}},
+      {"GlobalTensor::item: a raw piece too small", [&] { GlobalTensor<float>(Shape{1}, p, B, Tensor<float>()).item(); },
+       {"item", "holds no data on rank " + R}},
+      {"distribute: src_rank n", [&] { distribute(two, p, S0, n); },
+       {"distribute", "src_rank " + N, "world of " + N + " ranks"}},
+      {"distribute: src_rank -1", [&] { distribute(two, p, S0, -1); }, {"distribute", "src_rank -1"}},
+      {"distribute: a placement beyond the world", [&] { distribute(two, beyond, S0, 0); },
+       {"distribute", "names rank " + N}},
+  };
+  cases.insert(cases.end(), issue25_misc.begin(), issue25_misc.end());
+
   // Without a usable CUDA device (every CPU-only build), cuda entry points name why.
   if (!cuda_available()) {
     const std::vector<Case> no_device = {
@@ -484,7 +501,7 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //                           mismatch), parse_device_type, Placement::coords, Placement::rank_at,
 //                           Placement::contains (e), mesh_group (axis out of range, repeated),
 //                           check_placement (beyond the world)
-//   layout/sbp.hpp          sbp::split (negative axis), Sbp::axis, Sbp::reduce_op, sbp::partial
+//   layout/sbp.hpp          sbp::split (negative axis beyond ndim), Sbp::axis, Sbp::reduce_op, sbp::partial
 //                           (invalid op; e)
 //   layout/nd_sbp.hpp       NdSbp (empty), NdSbp::operator[]
 //   layout/split.hpp        balanced_range, balanced_split, check_layout, box_of, boxes_of,
@@ -517,11 +534,13 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //                           (raw piece too small; e), GlobalTensor::to_local (e: outside the
 //                           placement), GlobalTensor::from_data (dtype), requires_grad_ (integer,
 //                           non-leaf), grad (three ways), copy_ (shape, raw pieces too small on
-//                           either side), detach (e), zero_grad (e)
+//                           either side), detach (e), zero_grad (e),
+//                           GlobalTensor::item (not one element, no piece)
 //   tensor/factory.hpp      zeros, ones, full, arange, rand, randn, from_host (bad layouts, beyond
 //                           the world, negative n, undefined tensor; e: empty shapes, data
 //                           differing across ranks), to_global(local, ...) (both forms; e: local
-//                           shapes that fit no layout, an undefined local Tensor on any rank)
+//                           shapes that fit no layout, an undefined local Tensor on any rank),
+//                           distribute (src_rank outside the world, placement beyond it)
 //   tensor/random.hpp       philox::uniform, philox::normal (e: range at extreme indices)
 //   boxing/planner.hpp      explain_boxing, plan_boxing (bad layouts, invalid DType)
 //   boxing/cost.hpp         cost_model, latency_rounds, step_cost_us (e: one rank costs no rounds)
@@ -572,6 +591,7 @@ const std::vector<std::string>& public_api() {
       "GlobalTensor::to_global", "GlobalTensor::full", "GlobalTensor::to_local", "GlobalTensor::from_data",
       "GlobalTensor::requires_grad_", "GlobalTensor::grad", "GlobalTensor::copy_", "GlobalTensor::detach",
       "GlobalTensor::zero_grad",
+      "GlobalTensor::item", "distribute",  // issue 25 (misc)
       "zeros", "ones", "full", "arange", "rand", "randn", "from_host", "to_global", "philox::uniform", "philox::normal",
       "explain_boxing", "plan_boxing", "cost_model", "latency_rounds", "step_cost_us", "resolve",
       "add", "sub", "mul", "div", "operator+", "operator-", "operator*", "operator/", "add_scalar", "sub_scalar",

@@ -6,8 +6,8 @@
 //    own list): communicator arguments (negative counts, counts of the wrong length, negative
 //    entries, roots and peers out of range, null buffers), communicator() over bad rank lists,
 //    the runtime without a Runtime, a second Runtime, a non-positive timeout; shapes, placements
-//    (empty, duplicate, negative ranks, ranks beyond the world), Sbp/NdSbp (negative split axis,
-//    wrong number of mesh axes, split axis beyond ndim), boxes, factories, tensors, every
+//    (empty, duplicate, negative ranks, ranks beyond the world), Sbp/NdSbp (a negative split
+//    axis beyond the tensor's axes, wrong number of mesh axes, split axis beyond ndim), boxes, factories, tensors, every
 //    operator (shapes, axes, dtypes, mismatched placements, raw GlobalTensors whose layout or
 //    piece does not fit), autograd and the optimizers.
 // 2. Edge cases (edge_cases.hpp): documented results for empty tensors, zero-size axes and NaN,

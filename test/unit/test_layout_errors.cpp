@@ -47,7 +47,10 @@ TEST_CASE("errors: Sbp and NdSbp", "[errors][sbp]") {
   CHECK_THAT(ERROR_OF(sbp::partial_max.axis()), ContainsAll({"Sbp::axis", "P(max)", "not a split"}));
   CHECK_THAT(ERROR_OF(sbp::split(0).reduce_op()), ContainsAll({"Sbp::reduce_op", "S(0)", "not partial"}));
   CHECK_THAT(ERROR_OF(sbp::broadcast.reduce_op()), ContainsAll({"Sbp::reduce_op", "B", "not partial"}));
-  CHECK_THAT(ERROR_OF(sbp::split(-1)), ContainsAll({"sbp::split", "axis", "-1"}));
+  // A negative axis counts from the end (normalize_axes); beyond the first axis it is an error
+  // naming the axis as written.
+  CHECK_THAT(ERROR_OF(box_of(Shape{4, 6}, kSquare, {sbp::split(-3), sbp::broadcast}, 0)),
+             ContainsAll({"box_of", "(S(-3), B)", "splits axis -3", "(4, 6)", "2 axes"}));
   CHECK_THAT(ERROR_OF(NdSbp(std::vector<Sbp>{})), ContainsAll({"NdSbp", "at least one Sbp"}));
   CHECK_THAT(ERROR_OF(NdSbp{}), ContainsAll({"NdSbp", "at least one Sbp"}));
   NdSbp two{sbp::split(0), sbp::broadcast};

@@ -96,3 +96,23 @@ TEST_CASE("Box printing, shape, numel and intersection", "[box]") {
   CHECK(none.numel() == 0);
   CHECK(none.begin[1] == none.end[1]);
 }
+
+// Issue 25: a negative split axis counts from the end wherever a layout meets a shape.
+TEST_CASE("negative split axes: normalize_axes and the box functions", "[sbp][negative-axis]") {
+  CHECK(sbp::split(-1).axis() == -1);  // kept as written until a shape is known
+  CHECK(sbp::split(-1).to_string() == "S(-1)");
+  CHECK(normalize_axes(sbp::split(-1), 2) == NdSbp(sbp::split(1)));
+  CHECK(normalize_axes(NdSbp{sbp::split(-2), sbp::partial_sum}, 3) == NdSbp{sbp::split(1), sbp::partial_sum});
+  CHECK(normalize_axes(NdSbp{sbp::split(0), sbp::broadcast}, 2) == NdSbp{sbp::split(0), sbp::broadcast});
+  CHECK(normalize_axes(sbp::split(-3), 2) == NdSbp(sbp::split(-3)));  // out of range: left for the check
+  const Placement grid("cpu", {0, 1, 2, 3}, Shape{2, 2});
+  const Shape shape{5, 7};
+  for (int64_t r = 0; r < 4; ++r) {
+    CHECK(box_of(shape, grid, {sbp::split(-1), sbp::split(-2)}, r) ==
+          box_of(shape, grid, {sbp::split(1), sbp::split(0)}, r));
+    CHECK(local_shape(shape, grid, {sbp::split(-1), sbp::split(1)}, r) ==
+          local_shape(shape, grid, {sbp::split(1), sbp::split(1)}, r));
+  }
+  CHECK(boxes_of(shape, grid, {sbp::split(-2), sbp::broadcast}) == boxes_of(shape, grid, {sbp::split(0), sbp::broadcast}));
+  CHECK_FALSE(fits(shape, grid.mesh(), {sbp::split(-1), sbp::broadcast}));  // the checks take normalized layouts
+}

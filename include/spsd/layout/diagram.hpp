@@ -41,7 +41,8 @@ inline std::string axis_label(const char* name, int64_t begin, int64_t end) {
 }  // namespace detail
 
 // A grid for 1-d and 2-d tensors (each cell lists the ranks that hold it), a box list otherwise.
-inline std::string layout_diagram(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
+inline std::string layout_diagram(const Shape& shape, const Placement& placement, const NdSbp& given) {
+  const NdSbp nd_sbp = normalize_axes(given, shape.ndim());
   check_layout("layout_diagram", shape, placement.mesh(), nd_sbp);
   std::vector<Box> boxes;
   for (int64_t r : placement.ranks()) boxes.push_back(box_of(shape, placement, nd_sbp, r));

@@ -2,6 +2,7 @@
 // Layout: a placement and an NdSbp, the value boxing converts between and operators ask their
 // inputs in, with the free functions over it (validity, without_partial, on_device) that every
 // layer above uses instead of its own copy. Boxes of a layout: layout/split.hpp.
+#include <optional>
 #include <ostream>
 #include <string>
 #include <utility>
@@ -37,6 +38,30 @@ inline int64_t misfit(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp
   return kFits;
 }
 }  // namespace detail
+
+// The layout helpers below (misfit, fits, check_layout) and box_at, piece_numel take normalized
+// layouts: a negative axis is a misfit there. Functions that take a layout and a shape from the
+// user normalize first (box_of, boxes_of, local_shape, layout_diagram, and tensor/).
+inline bool has_negative_axis(const NdSbp& nd_sbp) {
+  for (const Sbp& s : nd_sbp)
+    if (s.is_split() && s.axis() < 0) return true;
+  return false;
+}
+// nd_sbp with each split axis in [-ndim, 0) replaced by axis + ndim (S(-1) of a 2-d tensor is
+// S(1)); other axes stay as given, so an axis out of range is still reported as the user wrote it.
+// By value: a caller that moves its NdSbp in gets it back without a copy when nothing changes.
+inline NdSbp normalize_axes(NdSbp nd_sbp, int64_t ndim) {
+  if (!has_negative_axis(nd_sbp)) return nd_sbp;
+  std::vector<Sbp> axes = nd_sbp.axes();
+  for (Sbp& s : axes)
+    if (s.is_split() && s.axis() < 0 && s.axis() >= -ndim) s = sbp::split(s.axis() + ndim);
+  return NdSbp(std::move(axes));
+}
+// The same without a copy in the common case: nd_sbp itself, or its normalized copy held in
+// storage (for the box functions, which op dispatch calls on every output).
+inline const NdSbp& normalize_axes(const NdSbp& nd_sbp, int64_t ndim, std::optional<NdSbp>& storage) {
+  return has_negative_axis(nd_sbp) ? storage.emplace(normalize_axes(nd_sbp, ndim)) : nd_sbp;
+}
 
 inline bool fits(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp) {
   return detail::misfit(shape, mesh, nd_sbp) == detail::kFits;

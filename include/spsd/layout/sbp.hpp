@@ -1,5 +1,6 @@
 #pragma once
-// Sbp: how a tensor maps onto one mesh axis: split along a tensor axis, broadcast, or partial.
+// Sbp: how a tensor maps onto one mesh axis: split along a tensor axis (negative: from the
+// end), broadcast, or partial.
 #include <cstdint>
 #include <ostream>
 #include <string>
@@ -14,10 +15,10 @@ class Sbp {
   enum class Kind : uint8_t { kSplit, kBroadcast, kPartial };
 
   constexpr Sbp() = default;  // broadcast
-  static constexpr Sbp make_split(int64_t axis) {
-    if (axis < 0) detail::throw_error("sbp::split", "axis must be non-negative, got ", axis);
-    return Sbp(Kind::kSplit, axis, ReduceOp::kSum);
-  }
+  // A negative axis counts from the end (S(-1): the last axis), as torch's Shard(-1); it is
+  // normalized against the tensor's rank where a layout meets a shape (normalize_axes in
+  // layout/layout.hpp: tensors, factories, to_global, box_of), so a tensor's NdSbp never holds one.
+  static constexpr Sbp make_split(int64_t axis) { return Sbp(Kind::kSplit, axis, ReduceOp::kSum); }
   static constexpr Sbp make_broadcast() { return Sbp(); }
   static constexpr Sbp make_partial(ReduceOp op) {
     if (!is_valid(op)) detail::throw_error("sbp::partial", "reduce op has the invalid value ", static_cast<int>(op));

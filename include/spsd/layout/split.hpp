@@ -146,14 +146,19 @@ inline int64_t piece_numel(const Shape& shape, const Shape& mesh, const NdSbp& n
   return numel;
 }
 
-inline Box box_of(const Shape& global, const Placement& placement, const NdSbp& nd_sbp, int64_t rank) {
+// A negative split axis counts from the end (normalize_axes).
+inline Box box_of(const Shape& global, const Placement& placement, const NdSbp& given, int64_t rank) {
+  std::optional<NdSbp> storage;
+  const NdSbp& nd_sbp = normalize_axes(given, global.ndim(), storage);
   check_layout("box_of", global, placement.mesh(), nd_sbp);
   SPSD_CHECK(placement.contains(rank), "box_of", "rank ", rank, " is not in ", placement);
   return box_at(global, placement.mesh(), nd_sbp, placement.coords(rank));
 }
 
 // The box of every rank of the placement, in placement (row-major mesh) order.
-inline std::vector<Box> boxes_of(const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
+inline std::vector<Box> boxes_of(const Shape& shape, const Placement& placement, const NdSbp& given) {
+  std::optional<NdSbp> storage;
+  const NdSbp& nd_sbp = normalize_axes(given, shape.ndim(), storage);
   check_layout("boxes_of", shape, placement.mesh(), nd_sbp);
   const Shape& mesh = placement.mesh();
   std::vector<Box> boxes;
@@ -173,7 +178,9 @@ inline std::vector<Box> boxes_of(const Shape& shape, const Layout& layout) {
   return boxes_of(shape, layout.placement, layout.nd_sbp);
 }
 
-inline Shape local_shape(const Shape& global, const Placement& placement, const NdSbp& nd_sbp, int64_t rank) {
+inline Shape local_shape(const Shape& global, const Placement& placement, const NdSbp& given, int64_t rank) {
+  std::optional<NdSbp> storage;
+  const NdSbp& nd_sbp = normalize_axes(given, global.ndim(), storage);
   check_layout("local_shape", global, placement.mesh(), nd_sbp);
   SPSD_CHECK(placement.contains(rank), "local_shape", "rank ", rank, " is not in ", placement);
   return box_of(global, placement, nd_sbp, rank).shape();

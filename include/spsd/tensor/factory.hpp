@@ -1,7 +1,8 @@
 #pragma once
 // Factories and local -> global conversion. Each rank computes only its own box; a factory
 // asked for a partial layout puts the value on the ranks at coordinate 0 of the partial axes
-// and the reduction's identity elsewhere (layout/partial.hpp).
+// and the reduction's identity elsewhere (layout/partial.hpp). A negative split axis counts
+// from the end of the tensor's axes (normalize_axes).
 #include <concepts>
 #include <cstring>
 #include <vector>
@@ -29,10 +30,27 @@ bool start_factory(std::string_view op, const Shape& shape, const Placement& pla
   return true;
 }
 
+// Calls f(g, i, n) for each row of box inside a row-major tensor of shape: rows of the innermost
+// axis are contiguous in both the box and the global index space; g is the global linear index
+// of the row's first element, i its offset in the box's row-major buffer, n its length.
+template <class F>
+void for_each_box_row(const Shape& shape, const Box& box, F f) {
+  if (box.numel() == 0) return;
+  const int64_t d = shape.ndim(), row = d ? box.shape()[d - 1] : 1;
+  std::vector<int64_t> strides = contiguous_strides(shape), idx(box.begin);
+  for (int64_t i = 0; i < box.numel(); i += row) {
+    int64_t g = 0;
+    for (int64_t k = 0; k < d; ++k) g += idx[k] * strides[k];
+    f(g, i, row);
+    for (int64_t k = d - 2; k >= 0 && ++idx[k] == box.end[k]; --k) idx[k] = box.begin[k];
+  }
+}
+
 // this rank's component, value_at(global linear index) at each element of its box.
 template <Element T, class F>
-GlobalTensor<T> generate(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp,
+GlobalTensor<T> generate(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& given,
                          F value_at) {
+  const NdSbp nd_sbp = normalize_axes(given, shape.ndim());
   if (!start_factory<T>(op, shape, placement, nd_sbp)) return GlobalTensor<T>(shape, placement, nd_sbp, Tensor<T>());
   const int64_t me = rank();
   Box box = box_of(shape, placement, nd_sbp, me);
@@ -43,16 +61,10 @@ GlobalTensor<T> generate(std::string_view op, const Shape& shape, const Placemen
   T* out = local.data();
   if (!holds_partial_value(placement, nd_sbp, me)) {
     std::fill(out, out + box.numel(), reduce_identity<T>(filler_op(placement, nd_sbp, me)));
-  } else if (box.numel() > 0) {
-    // Rows of the innermost axis are contiguous in both the box and the global index space.
-    const int64_t d = shape.ndim(), row = d ? box.shape()[d - 1] : 1;
-    std::vector<int64_t> strides = contiguous_strides(shape), idx(box.begin);
-    for (int64_t i = 0; i < box.numel(); i += row) {
-      int64_t g = 0;
-      for (int64_t k = 0; k < d; ++k) g += idx[k] * strides[k];
+  } else {
+    for_each_box_row(shape, box, [&](int64_t g, int64_t i, int64_t row) {
       for (int64_t j = 0; j < row; ++j) out[i + j] = value_at(g + j);
-      for (int64_t k = d - 2; k >= 0 && ++idx[k] == box.end[k]; --k) idx[k] = box.begin[k];
-    }
+    });
   }
   return GlobalTensor<T>(shape, placement, nd_sbp, local.to(placement.device_type()));
 }
@@ -61,7 +73,8 @@ GlobalTensor<T> generate(std::string_view op, const Shape& shape, const Placemen
 // (layout/partial.hpp), written where the piece lives (a fill on a device: no host copy).
 template <Element T>
 GlobalTensor<T> constant(std::string_view op, const Shape& shape, T value, const Placement& placement,
-                         const NdSbp& nd_sbp) {
+                         const NdSbp& given) {
+  const NdSbp nd_sbp = normalize_axes(given, shape.ndim());
   if (!start_factory<T>(op, shape, placement, nd_sbp)) return GlobalTensor<T>(shape, placement, nd_sbp, Tensor<T>());
   const int64_t me = rank();
   const Box box = box_of(shape, placement, nd_sbp, me);
@@ -85,6 +98,10 @@ Shape infer_global_shape(std::string_view op, const Placement& placement, const 
                          const std::vector<Shape>& locals);
 void check_local_shapes(std::string_view op, const Shape& global, const Placement& placement, const NdSbp& nd_sbp,
                         const std::vector<Shape>& locals);
+// distribute's work, dtype-erased: whole (shape src_shape, host memory) is read on src_rank only;
+// undefined there: src passed no tensor. Returns this rank's GlobalData.
+GlobalData distribute_data(const void* whole, const Shape& src_shape, bool undefined, DType dtype,
+                           const Placement& placement, const NdSbp& nd_sbp, int64_t src_rank);
 // Throws on every rank of the placement unless all of them passed the same bytes.
 void check_same_on_all_ranks(std::string_view op, const Placement& placement, const Shape& shape, const void* data,
                              int64_t bytes);
@@ -130,7 +147,7 @@ GlobalTensor<T> randn(const Shape& shape, const Placement& placement, const NdSb
 // Every rank of the placement passes the same whole tensor (checked); each keeps its part.
 template <Element T>
 GlobalTensor<T> from_host(const Tensor<T>& given, const Placement& placement, const NdSbp& nd_sbp) {
-  detail::check_global_layout("from_host", given.shape(), placement, nd_sbp);
+  detail::check_global_layout("from_host", given.shape(), placement, normalize_axes(nd_sbp, given.shape().ndim()));
   // An undefined Tensor (shape (), no storage) would be read as one element.
   SPSD_CHECK(!detail::is_undefined(given), "from_host", "the tensor is undefined (shape ",
              given.shape(), ", no storage); pass Tensor::from_vector or a shaped Tensor");
@@ -141,6 +158,22 @@ GlobalTensor<T> from_host(const Tensor<T>& given, const Placement& placement, co
   return detail::generate<T>("from_host", whole.shape(), placement, nd_sbp, [data](int64_t g) { return data[g]; });
 }
 
+// DTensor's distribute_tensor with a source rank: only src_rank's host tensor is read (every
+// other rank may pass Tensor<T>()). Its shape travels from src_rank (two broadcasts of a few
+// int64 over the world), then each rank of the placement receives exactly its piece from
+// src_rank (point-to-point: bytes received = the piece's bytes; src_rank keeps its own piece
+// without a message). A partial layout's value goes to the ranks at coordinate 0 of the partial
+// axes, the others hold the reduction's identity and receive nothing (as from_host). Collective
+// over the world (every rank learns the shape); src_rank may be outside the placement. On a cuda
+// placement the pieces arrive in host memory and are copied to the device once.
+template <Element T>
+GlobalTensor<T> distribute(const Tensor<T>& host, const Placement& placement, const NdSbp& nd_sbp, int64_t src_rank) {
+  const bool src = rank() == src_rank, undefined = src && detail::is_undefined(host);
+  const Tensor<T> whole = src && !undefined ? host.to(DeviceType::kCPU) : Tensor<T>();
+  return GlobalTensor<T>::from_data(detail::distribute_data(whole.data(), whole.shape(), undefined, dtype_of<T>,
+                                                            placement, nd_sbp, src_rank));
+}
+
 // local -> global, the global shape inferred from the ranks' local shapes (collective over the
 // placement; a rank outside it cannot infer the shape and must use the form below).
 template <Element T>
@@ -149,13 +182,15 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
   SPSD_CHECK(placement.contains(rank()), "to_global", "rank ", rank(), " is not in ", placement,
              ", so it cannot infer the global shape: pass global_shape");
   std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape(), detail::is_undefined(local));
-  Shape global = detail::infer_global_shape("to_global", placement, nd_sbp, locals);
-  return GlobalTensor<T>(global, placement, nd_sbp, local.to(placement.device_type()));
+  const NdSbp normalized = normalize_axes(nd_sbp, local.shape().ndim());
+  Shape global = detail::infer_global_shape("to_global", placement, normalized, locals);
+  return GlobalTensor<T>(global, placement, normalized, local.to(placement.device_type()));
 }
 
 template <Element T>
-GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, const NdSbp& nd_sbp,
+GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, const NdSbp& given,
                           const Shape& global_shape) {
+  const NdSbp nd_sbp = normalize_axes(given, global_shape.ndim());
   detail::check_global_layout("to_global", global_shape, placement, nd_sbp);
   if (!placement.contains(rank())) return GlobalTensor<T>(global_shape, placement, nd_sbp, Tensor<T>());
   std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape(), detail::is_undefined(local));
@@ -170,6 +205,7 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
   prefix template GlobalTensor<T> ones<T>(const Shape&, const Placement&, const NdSbp&);                     \
   prefix template GlobalTensor<T> arange<T>(int64_t, const Placement&, const NdSbp&);                        \
   prefix template GlobalTensor<T> from_host<T>(const Tensor<T>&, const Placement&, const NdSbp&);            \
+  prefix template GlobalTensor<T> distribute<T>(const Tensor<T>&, const Placement&, const NdSbp&, int64_t);  \
   prefix template GlobalTensor<T> to_global<T>(const Tensor<T>&, const Placement&, const NdSbp&);            \
   prefix template GlobalTensor<T> to_global<T>(const Tensor<T>&, const Placement&, const NdSbp&, const Shape&);
 #define SPSD_RANDOM_FACTORY_INSTANCES(prefix, T)                                                       \

@@ -37,6 +37,9 @@ void check_piece_holds(std::string_view op, std::string_view what, int64_t index
 // check_global_layout of t's own layout, and, on a rank of its placement, check_piece_holds.
 void check_piece(std::string_view op, std::string_view what, const Shape& shape, DType dtype, const Placement& placement,
                  const NdSbp& nd_sbp, const Storage* local);
+// GlobalTensor::item's work, dtype-erased: writes the value of t (one element) to out, on every
+// rank of the world.
+void item_of(const GlobalData& t, void* out);
 inline void check_piece(std::string_view op, std::string_view what, const GlobalData& t) {
   check_piece(op, what, t.shape, t.dtype, t.placement, t.nd_sbp, t.local.get());
 }
@@ -66,9 +69,13 @@ class GlobalTensor {
   using value_type = T;
 
   // Wraps this rank's component; the caller guarantees it is the box of (shape, placement, nd_sbp).
-  // Use spsd::to_global(local, ...) for a checked conversion.
+  // Use spsd::to_global(local, ...) for a checked conversion. A negative split axis counts from
+  // the end (normalize_axes): nd_sbp() holds non-negative axes only.
   GlobalTensor(Shape shape, Placement placement, NdSbp nd_sbp, Tensor<T> local)
-      : shape_(std::move(shape)), placement_(std::move(placement)), nd_sbp_(std::move(nd_sbp)), local_(std::move(local)) {}
+      : shape_(std::move(shape)),
+        placement_(std::move(placement)),
+        nd_sbp_(normalize_axes(std::move(nd_sbp), shape_.ndim())),
+        local_(std::move(local)) {}
 
   const Shape& shape() const { return shape_; }
   const Placement& placement() const { return placement_; }
@@ -80,7 +87,9 @@ class GlobalTensor {
   // Boxing to another layout: collective over the ranks of both placements; others return at once.
   GlobalTensor to_global(const Placement& placement, const NdSbp& nd_sbp) const {
     const detail::GlobalData in = data();
-    GlobalTensor out = from_data(detail::hooks.to_layout(in, placement, nd_sbp));
+    std::optional<NdSbp> storage;
+    const NdSbp& target = normalize_axes(nd_sbp, shape_.ndim(), storage);
+    GlobalTensor out = from_data(detail::hooks.to_layout(in, placement, target));
     if (autograd_ && autograd_->requires_grad) detail::hooks.record_boxing(in, autograd_, out.data(), out.autograd_);
     return out;
   }
@@ -91,6 +100,18 @@ class GlobalTensor {
   Tensor<T> full() const {
     NdSbp all_broadcast(std::vector<Sbp>(placement_.mesh().ndim(), sbp::broadcast));
     return to_global(placement_, all_broadcast).to_local().to(DeviceType::kCPU);
+  }
+
+  // The value of a one-element tensor on EVERY rank of the world, also ranks outside the
+  // placement (collective over the world; an error on every rank unless numel() is 1). One
+  // collective of one element: a broadcast from a rank holding the value (B, S), or an
+  // all-reduce whose other ranks give the reduction's identity (P, one reduce op over the mesh
+  // axes); P axes of different ops are first reduced within the placement (boxing to B). On a
+  // cuda placement, one device -> host copy of the element.
+  T item() const {
+    T value{};
+    detail::item_of(data(), &value);
+    return value;
   }
 
   detail::GlobalData data() const { return {shape_, dtype_of<T>, placement_, nd_sbp_, local_.storage()}; }
