@@ -72,44 +72,14 @@ struct Gpt {
     Param ln1_w, ln1_b, wq, wk, wv, wo, bo, ln2_w, ln2_b, w1, b1, w2, b2;
   };
   GptConfig config;
-  Param table, positions, lnf_w, lnf_b, head;
+  Param table, positions;
   std::vector<Block> blocks;
+  Param lnf_w, lnf_b;
+  Param head;  // the table itself when tied (config.tied), not a parameter of its own then
 
   // GPT-2's initialization (normal(0, 0.02), residual projections scaled by 1/sqrt(2 layers)),
   // from layout-independent randn: the same values in any layout.
-  Gpt(const GptConfig& c, const GptLayouts& l, uint64_t seed) : config(c) {
-    SPSD_CHECK(c.vocab > 0 && c.dim % c.heads == 0, "Gpt", "needs a vocabulary and dim divisible by heads, got vocab ",
-               c.vocab, ", dim ", c.dim, ", heads ", c.heads);
-    const int64_t e = c.dim;
-    uint64_t next = seed * 1000;
-    auto normal = [&](spsd::Shape s, const spsd::NdSbp& layout, double std) {
-      return keep(spsd::randn<T>(s, l.placement, layout, next++) * static_cast<T>(std));
-    };
-    auto constant = [&](int64_t n, double v) { return keep(spsd::full<T>({n}, static_cast<T>(v), l.placement, l.replicated)); };
-    const double residual = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
-    table = normal({c.vocab, e}, l.table, 0.02);
-    positions = normal({c.context, e}, l.replicated, 0.01);
-    for (int64_t i = 0; i < c.layers; ++i) {
-      Block b;
-      b.ln1_w = constant(e, 1);
-      b.ln1_b = constant(e, 0);
-      b.wq = normal({e, e}, l.column, 0.02);
-      b.wk = normal({e, e}, l.column, 0.02);
-      b.wv = normal({e, e}, l.column, 0.02);
-      b.wo = normal({e, e}, l.row, residual);
-      b.bo = constant(e, 0);
-      b.ln2_w = constant(e, 1);
-      b.ln2_b = constant(e, 0);
-      b.w1 = normal({e, 4 * e}, l.column, 0.02);
-      b.b1 = keep(spsd::zeros<T>({4 * e}, l.placement, l.column_bias));
-      b.w2 = normal({4 * e, e}, l.row, residual);
-      b.b2 = constant(e, 0);
-      blocks.push_back(std::move(b));
-    }
-    lnf_w = constant(e, 1);
-    lnf_b = constant(e, 0);
-    if (!c.tied) head = normal({e, c.vocab}, l.head, 0.02);
-  }
+  Gpt(const GptConfig& c, const GptLayouts& l, uint64_t seed) : Gpt(c, Init{l, seed * 1000}) {}
 
   // Logits (B, T, V) of tokens (B, T), computed in C. dropout_seed: this step's masks (each
   // dropout site adds its own offset), unused when config.dropout is 0.
@@ -154,9 +124,50 @@ struct Gpt {
   }
 
  private:
-  static Param keep(Param p) {
-    p.requires_grad_();
-    return p;
+  // Makes the parameters in one order (the seeds follow it), each requiring grad.
+  struct Init {
+    const GptLayouts& l;
+    uint64_t next;
+    Param normal(const spsd::Shape& s, const spsd::NdSbp& layout, double std) {
+      return keep(spsd::randn<T>(s, l.placement, layout, next++) * static_cast<T>(std));
+    }
+    Param constant(int64_t n, double v, const spsd::NdSbp& layout) {
+      return keep(spsd::full<T>({n}, static_cast<T>(v), l.placement, layout));
+    }
+    static Param keep(Param p) {
+      p.requires_grad_();
+      return p;
+    }
+    Block block(const GptConfig& c) {
+      const int64_t e = c.dim;
+      const double residual = 0.02 / std::sqrt(2.0 * static_cast<double>(c.layers));
+      return {.ln1_w = constant(e, 1, l.replicated), .ln1_b = constant(e, 0, l.replicated),
+              .wq = normal({e, e}, l.column, 0.02), .wk = normal({e, e}, l.column, 0.02),
+              .wv = normal({e, e}, l.column, 0.02), .wo = normal({e, e}, l.row, residual),
+              .bo = constant(e, 0, l.replicated), .ln2_w = constant(e, 1, l.replicated),
+              .ln2_b = constant(e, 0, l.replicated), .w1 = normal({e, 4 * e}, l.column, 0.02),
+              .b1 = constant(4 * e, 0, l.column_bias), .w2 = normal({4 * e, e}, l.row, residual),
+              .b2 = constant(e, 0, l.replicated)};
+    }
+  };
+
+  static std::vector<Block> make_blocks(const GptConfig& c, Init& init) {
+    std::vector<Block> b;
+    for (int64_t i = 0; i < c.layers; ++i) b.push_back(init.block(c));
+    return b;
+  }
+
+  Gpt(const GptConfig& c, Init&& init)
+      : config(c),
+        table(init.normal({c.vocab, c.dim}, init.l.table, 0.02)),
+        positions(init.normal({c.context, c.dim}, init.l.replicated, 0.01)),
+        blocks(make_blocks(c, init)),
+        lnf_w(init.constant(c.dim, 1, init.l.replicated)),
+        lnf_b(init.constant(c.dim, 0, init.l.replicated)),
+        head(c.tied ? table : init.normal({c.dim, c.vocab}, init.l.head, 0.02)) {
+    SPSD_CHECK(c.vocab > 0 && c.heads > 0 && c.dim % c.heads == 0, "Gpt",
+               "needs a vocabulary and dim divisible by heads, got vocab ", c.vocab, ", dim ", c.dim, ", heads ",
+               c.heads);
   }
 };
 
