@@ -25,6 +25,7 @@
 #include "spsd/op/shape_ops.hpp"
 #include "spsd/op/softmax.hpp"
 #include "spsd/tensor/factory.hpp"
+#include "norm_rules.hpp"
 
 namespace spsd::detail {
 
@@ -269,6 +270,7 @@ RuleTable make_rules() {
   define_elementwise_rules(rules);
   define_matmul_reduce_softmax_rules(rules);
   define_shape_index_rules(rules);
+  for (const NamedBackward& r : norm_backward_rules()) rules[r.op] = {r.f32, r.f64, r.bf16, r.f16};
   return rules;
 }
 

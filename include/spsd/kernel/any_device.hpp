@@ -7,9 +7,11 @@
 
 #include "spsd/core/config.hpp"
 #include "spsd/kernel/cpu/cast.hpp"
+#include "spsd/kernel/cpu/dropout.hpp"
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cpu/index.hpp"
+#include "spsd/kernel/cpu/normalization.hpp"
 #include "spsd/kernel/cpu/optim.hpp"
 #include "spsd/kernel/cpu/permute.hpp"
 #include "spsd/kernel/cpu/reduce.hpp"
@@ -19,10 +21,12 @@
 #if SPSD_HAVE_CUDA
 #include "spsd/kernel/cuda/cast.hpp"
 #include "spsd/kernel/cuda/copy.hpp"
+#include "spsd/kernel/cuda/dropout.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 #include "spsd/kernel/cuda/gemm.hpp"
 #include "spsd/kernel/cuda/index.hpp"
 #include "spsd/kernel/cuda/nonfinite.hpp"
+#include "spsd/kernel/cuda/normalization.hpp"
 #include "spsd/kernel/cuda/optim.hpp"
 #include "spsd/kernel/cuda/permute.hpp"
 #include "spsd/kernel/cuda/reduce.hpp"
@@ -157,6 +161,27 @@ template <FloatingElement T>
 void cross_entropy_backward(const Target& t, const T* logits, const int64_t* labels, const T* g, int64_t rows,
                             int64_t classes, int64_t total_rows, T* dx) {
   SPSD_ON_TARGET(t, cross_entropy_backward<T>, logits, labels, g, rows, classes, total_rows, dx);
+}
+
+// layer_norm / rms_norm over the last axis and dropout (op/normalization.hpp, op/dropout.hpp).
+template <FloatingElement T>
+void norm_forward(const Target& t, const T* x, const T* w, const T* b, int64_t rows, int64_t len, double eps, bool rms,
+                  T* out) {
+  SPSD_ON_TARGET(t, norm_forward<T>, x, w, b, rows, len, eps, rms, out);
+}
+template <FloatingElement T>
+void norm_backward_x(const Target& t, const T* x, const T* w, const T* g, int64_t rows, int64_t len, double eps,
+                     bool rms, T* dx) {
+  SPSD_ON_TARGET(t, norm_backward_x<T>, x, w, g, rows, len, eps, rms, dx);
+}
+template <FloatingElement T>
+void norm_backward_w(const Target& t, const T* x, const T* g, int64_t rows, int64_t len, double eps, bool rms, T* dw) {
+  SPSD_ON_TARGET(t, norm_backward_w<T>, x, g, rows, len, eps, rms, dw);
+}
+template <FloatingElement T>
+void dropout(const Target& t, const T* x, T* out, const Box& box, const Shape& global_shape, uint64_t seed,
+             uint64_t threshold, double scale) {
+  SPSD_ON_TARGET(t, dropout<T>, x, out, box, global_shape, seed, threshold, scale);
 }
 
 #undef SPSD_ON_TARGET
