@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../sim/sim_helpers.hpp"
+#include "spsd/autograd/norm_grad.hpp"
 #include "spsd/autograd/softmax_grad.hpp"
 #include "boxing_suite.hpp"
 #include "op_suite.hpp"
@@ -138,6 +139,14 @@ std::vector<OpCase<T>> op_cases() {
       {"softmax_grad", r, [](In i) { return detail::softmax_grad(softmax(i.x, 1), i.y, 1); }},
       {"log_softmax_grad", r, [](In i) { return detail::log_softmax_grad(log_softmax(i.x, 0), i.y, 0); }},
       {"cross_entropy_grad", r, [](In i) { return detail::cross_entropy_grad(i.x, i.labels, sum(i.y)); }},
+      // Normalization (weight and bias (10,) from y's column sums and means) and dropout (the
+      // same mask from the same host-device code: exact).
+      {"layer_norm", r, [](In i) { return layer_norm(i.x, sum(i.y, {0}), mean(i.y, {0})); }},
+      {"rms_norm", r, [](In i) { return rms_norm(i.x, sum(i.y, {0})); }},
+      {"layer_norm_grad", r, [](In i) { return detail::norm_grad_x<false>(i.x, sum(i.y, {0}), i.y, 1e-5); }},
+      {"rms_norm_grad", r, [](In i) { return detail::norm_grad_x<true>(i.x, sum(i.y, {0}), i.y, 1e-6); }},
+      {"layer_norm_weight_grad", r, [](In i) { return detail::norm_grad_weight<false>(i.x, i.y, 1e-5); }},
+      {"dropout", e, [](In i) { return dropout(i.x, 0.3, 5); }},
   };
 }
 

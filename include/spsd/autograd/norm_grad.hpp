@@ -5,7 +5,8 @@
 //
 //   norm_grad_x(x, weight, g)   dx = rstd (g w - mean(g w) - xhat mean(g w xhat)) per row
 //                               (rms: without mean(g w))
-//       S(d), B, S(d) -> S(d) for d < last;  B, B, P(sum) -> P(sum) (linear in g);  B, B, B -> B
+//       S(d), B, S(d) -> S(d) for d < last;  B, B, P(sum) -> P(sum) (linear in g);
+//       B, P(sum), B -> P(sum) (linear in w);  B, B, B -> B
 //   norm_grad_weight(x, g)      dweight = sum over rows of g xhat, shape (C,)
 //       S(d), S(d) -> P(sum) for d < last (each rank sums its rows: the resolver or the
 //       optimizer reduces, like a bias gradient under a batch split);  B, P(sum) -> P(sum);
@@ -44,6 +45,7 @@ struct NormGradXDef {
     std::vector<Signature> t;
     for (int64_t d = 0; d + 1 < in[0].shape.ndim(); ++d) t.push_back({{sbp::split(d), B, sbp::split(d)}, sbp::split(d)});
     t.push_back({{B, B, P}, P});
+    t.push_back({{B, P, B}, P});
     t.push_back(uniform_signature(3, B));
     return t;
   }

@@ -5,9 +5,9 @@
 // the mesh or the number of ranks, and on cpu and cuda alike.
 //
 // Every layout is local: each rank draws its piece's mask from the global indices. 1-d table
-//     S(d) -> S(d) for every d;  B -> B;  P(sum) -> P(sum)
-// (P(sum): every piece of a partial has the whole shape and takes the same mask, and masking
-// is linear, so the masked pieces sum to the masked sum). 0 bytes communicated.
+//     S(d) -> S(d) for every d;  P(sum) -> P(sum);  P(max) -> P(max);  P(min) -> P(min);  B -> B
+// (every piece of a partial has the whole shape and takes the same mask; a mask of 0 or a
+// positive scale commutes with the sum, the max and the min). 0 bytes communicated.
 //
 // p must lie in [0, 1); p == 0 returns x itself (no copy, no node: nothing is dropped).
 // Backward: g * mask / (1 - p), which is dropout(g, p, seed) itself: the rule regenerates the
@@ -44,8 +44,9 @@ struct DropoutDef {
   static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs&) {
     std::vector<Signature> t;
     for (int64_t d = 0; d < in[0].shape.ndim(); ++d) t.push_back(uniform_signature(1, sbp::split(d)));
+    for (const Sbp& partial : {sbp::partial_sum, sbp::partial_max, sbp::partial_min})
+      t.push_back(uniform_signature(1, partial));
     t.push_back(uniform_signature(1, sbp::broadcast));
-    t.push_back(uniform_signature(1, sbp::partial_sum));
     return t;
   }
 

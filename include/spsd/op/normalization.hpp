@@ -8,6 +8,7 @@
 //
 // 1. The last axis is whole on every rank: one op, NormDef, whose 1-d table is
 //        x S(d), weight B, bias B -> S(d)   for every d < last
+//        B, P(sum), P(sum) -> P(sum)          (linear in weight and bias together)
 //        B, B, B -> B
 //    with the fused local kernel (kernel::norm_forward: two-pass statistics per row, float
 //    accumulation for 16-bit). A P input is boxed away by the resolver first. No rule splits
@@ -80,6 +81,10 @@ struct NormDef {
       s.inputs[0] = s.output = sbp::split(d);
       t.push_back(std::move(s));
     }
+    // y is linear in (weight, bias) together: partial parameters give a partial y.
+    Signature p = uniform_signature(n, sbp::partial_sum);
+    p.inputs[0] = sbp::broadcast;
+    t.push_back(std::move(p));
     t.push_back(uniform_signature(n, sbp::broadcast));
     return t;
   }
@@ -138,7 +143,11 @@ GlobalTensor<T> norm_impl(const GlobalTensor<T>& x, double eps, const Affine&...
   for (const Sbp& s : x.nd_sbp()) split = split || (s.is_split() && s.axis() == a);
   if (!split || x.shape()[a] == 0) return apply<NormDef<Rms>>({}, Scalar::of(eps), x, affine...);
 
-  // The decomposition, on detached inputs, recorded as one node (one backward rule for both paths).
+  // The decomposition, on detached inputs, recorded as one node (one backward rule for both
+  // paths). Its steps would name themselves (mul) on a placement mismatch: checked here.
+  for (const Placement* on : {&affine.placement()...})
+    SPSD_CHECK(*on == x.placement(), name, "inputs must share one placement: x is on ", x.placement(),
+               ", a parameter on ", *on);
   const InputRef refs[] = {input_ref(x), input_ref(affine)...};
   return recorded(name, refs, {}, Scalar::of(eps), split_norm<Rms>(x.detach(), eps, affine.detach()...));
 }
