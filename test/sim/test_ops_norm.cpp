@@ -80,6 +80,38 @@ TEST_CASE("norms over a split last axis move the statistics, never the axis", "[
   }
 }
 
+TEST_CASE("norms under a batch split are local, their parameter gradients P(sum)", "[ops-norm]") {
+  // x (8, 6) S(0) on 4 ranks, weight and bias B: the forward and the whole backward move
+  // nothing; dweight and dbias come out P(sum) (each rank's rows), left so by
+  // reduce_gradients_early = false and reduced when read.
+  const int64_t N = 8, C = 6;
+  const std::vector<float> xv = uniform_values<float>(N * C, 81, -3, 3), wv = uniform_values<float>(C, 82, -2, 2),
+                           bv = uniform_values<float>(C, 83, -1, 1), rv = uniform_values<float>(N * C, 84, -1, 1);
+  Failures f = spsd_test::on_simulated_ranks(4, [&](Failures& mine) {
+    Placement p("cpu", {0, 1, 2, 3});
+    auto x = from_host(Tensor<float>::from_vector(Shape{N, C}, xv), p, sbp::split(0)).requires_grad_();
+    auto w = from_host(Tensor<float>::from_vector(Shape{C}, wv), p, sbp::broadcast).requires_grad_();
+    auto b = from_host(Tensor<float>::from_vector(Shape{C}, bv), p, sbp::broadcast).requires_grad_();
+    auto r = from_host(Tensor<float>::from_vector(Shape{N, C}, rv), p, sbp::split(0));
+    reset_comm_stats();
+    auto y = layer_norm(x, w, b);
+    auto loss = sum(y * r);  // P(sum): read only by backward's seed
+    backward(loss, ones<float>(Shape{}, p, sbp::broadcast), {.reduce_gradients_early = false});
+    if (comm_stats().bytes_sent != 0) mine.add("a batch-split layer_norm communicated: " + comm_stats().to_string());
+    if (!(y.nd_sbp() == NdSbp(sbp::split(0)))) mine.add("y layout " + y.nd_sbp().to_string());
+    if (!(x.grad().nd_sbp() == NdSbp(sbp::split(0)))) mine.add("dx layout " + x.grad().nd_sbp().to_string());
+    if (!(w.grad().nd_sbp() == NdSbp(sbp::partial_sum))) mine.add("dweight layout " + w.grad().nd_sbp().to_string());
+    if (!(b.grad().nd_sbp() == NdSbp(sbp::partial_sum))) mine.add("dbias layout " + b.grad().nd_sbp().to_string());
+    const spsd_test::NormRef ref = spsd_test::ref_norm(as_double(xv), as_double(wv), as_double(bv), as_double(rv), C,
+                                                       1e-5, false);
+    spsd_test::expect_close(mine, "dx", x.grad(), ref.dx);
+    spsd_test::expect_close(mine, "dweight", w.grad(), ref.dw);
+    spsd_test::expect_close(mine, "dbias", b.grad(), ref.db);
+  });
+  INFO(f.report());
+  CHECK(f.empty());
+}
+
 TEST_CASE("dropout keeps 1 - p of the elements, within 5 binomial sigma", "[ops-norm][dropout]") {
   const int64_t n = 200000;
   for (double prob : {0.1, 0.5, 0.9}) {

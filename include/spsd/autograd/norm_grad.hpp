@@ -8,8 +8,8 @@
 //       S(d), B, S(d) -> S(d) for d < last;  B, B, P(sum) -> P(sum) (linear in g);
 //       B, P(sum), B -> P(sum) (linear in w);  B, B, B -> B
 //   norm_grad_weight(x, g)      dweight = sum over rows of g xhat, shape (C,)
-//       S(d), S(d) -> P(sum) for d < last (each rank sums its rows: the resolver or the
-//       optimizer reduces, like a bias gradient under a batch split);  B, P(sum) -> P(sum);
+//       S(d), S(d) -> P(sum) for d < last (each rank sums its rows; backward boxes the sum into
+//       the weight's layout, like a bias gradient under a batch split);  B, P(sum) -> P(sum);
 //       B, B -> B
 // (dbias is sum(g) over the leading axes: the plain sum op, the same layouts.)
 #include <string_view>
