@@ -6,7 +6,8 @@
 // (one kernel for dx, one for the weight's column sums; under a batch split the latter is
 // P(sum)). A split last axis needs row sums across ranks: the composed formulas, with
 // xhat = (x - mean) rstd recomputed by the forward's own partial statistics and the two row
-// sums as P(sum) (..., 1) tensors, so the axis is never gathered:
+// sums as P(sum) (..., 1) tensors, so the axis is never gathered (layer_norm: 4 all-reduces of
+// R elements, the rows; rms_norm: 2; docs/operators.md):
 //     dx = rstd (g w - mean(g w) - xhat mean(g w xhat))     (rms_norm: no mean(g w))
 //     dweight = sum(g xhat) over the leading axes,  dbias = sum(g) over the leading axes.
 // Dropout: dx = dropout(g, p, seed), the mask regenerated from (seed, index).
