@@ -2,9 +2,9 @@
 // element and calls the same philox functions the host factories call (tensor/random.hpp is
 // SPSD_HOST_DEVICE under nvcc). A 16-bit element draws the float value and rounds it once (a
 // uniform float just below 1 may round to 1: rand's 16-bit values lie in [0, 1]).
+#include "box_index.cuh"
 #include "common.cuh"
 
-#include "spsd/kernel/cpu/broadcasting.hpp"
 #include "spsd/kernel/cuda/random.hpp"
 #include "spsd/tensor/random.hpp"
 
@@ -26,18 +26,10 @@ __global__ void philox_fill_kernel(T* out, int64_t n, int64_t base, Strided<1> i
 
 template <class T, bool Normal>
 void philox_fill(const char* name, T* out, const Box& box, const Shape& global_shape, uint64_t seed, void* stream) {
-  SPSD_CHECK(box.ndim() == global_shape.ndim(), name, "box ", box, " does not fit a tensor of shape ", global_shape);
-  for (int64_t d = 0; d < box.ndim(); ++d)
-    SPSD_CHECK(box.begin[d] >= 0 && box.begin[d] <= box.end[d] && box.end[d] <= global_shape[d], name, "box ", box,
-               " is outside a tensor of shape ", global_shape);
+  const BoxIndex b = box_index(name, box, global_shape);
   const int64_t n = box.numel();
   if (n == 0) return;
-  const std::vector<int64_t> gs = contiguous_strides(global_shape), extent = box.shape().dims();
-  int64_t base = 0;
-  for (int64_t d = 0; d < box.ndim(); ++d) base += box.begin[d] * gs[d];
-  const auto c = cpu::detail::collapse<1>(extent, {gs});  // a box spanning whole inner axes merges them
-  const Strided<1> idx = make_strided<1>(name, c.dims, c.strides);
-  philox_fill_kernel<T, Normal><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(out, n, base, idx, seed);
+  philox_fill_kernel<T, Normal><<<blocks_for(n), kThreads, 0, as_stream(stream)>>>(out, n, b.base, b.idx, seed);
   check_launch(name);
 }
 

@@ -41,6 +41,8 @@
 #include "spsd/op/reduce.hpp"
 #include "spsd/op/softmax.hpp"
 #include "spsd/op/attention.hpp"
+#include "spsd/op/normalization.hpp"
+#include "spsd/op/dropout.hpp"
 #include "spsd/op/shape_ops.hpp"
 #include "spsd/op/index.hpp"
 #include "spsd/op/loss.hpp"

@@ -26,6 +26,7 @@
 #include "spsd/op/shape_ops.hpp"
 #include "spsd/op/softmax.hpp"
 #include "spsd/tensor/factory.hpp"
+#include "norm_rules.hpp"
 
 namespace spsd::detail {
 
@@ -272,6 +273,7 @@ RuleTable make_rules() {
   define_shape_index_rules(rules);
   rules["scaled_dot_product_attention"] = {&attention_backward<float>, &attention_backward<double>,
                                            &attention_backward<bfloat16>, &attention_backward<float16>};
+  for (const NamedBackward& r : norm_backward_rules()) rules[r.op] = {r.f32, r.f64, r.bf16, r.f16};
   return rules;
 }
 

@@ -315,6 +315,29 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
       {"softmax: axis 0 of a 0-d tensor", [&] { softmax(scalar, 0); }, {"softmax", "axis 0", "()"}},
       {"log_softmax: axis -3", [&] { log_softmax(x, -3); }, {"log_softmax", "axis -3", "(4, 3)"}},
       {"log_softmax: an int64 tensor", [&] { log_softmax(xi, 0); }, {"log_softmax", "floating tensors only", "int64"}},
+      // normalization and dropout
+      {"layer_norm: weight (4,) for 3 columns",
+       [&] { layer_norm(x, zeros<float>({4}, p, B), zeros<float>({3}, p, B)); },
+       {"layer_norm", "weight must be (3) float32", "(4, 3)", "got (4,) float32"}},
+      {"layer_norm: bias (2,) for 3 columns", [&] { layer_norm(x, zeros<float>({3}, p, B), zeros<float>({2}, p, B)); },
+       {"layer_norm", "bias must be (3) float32", "got (2,) float32"}},
+      {"layer_norm: an int64 tensor",
+       [&] { layer_norm(xi, zeros<int64_t>({3}, p, B), zeros<int64_t>({3}, p, B)); },
+       {"layer_norm", "floating tensors only", "int64", "(4, 3)"}},
+      {"layer_norm: a 0-d tensor", [&] { layer_norm(scalar, zeros<float>({1}, p, B), zeros<float>({1}, p, B)); },
+       {"layer_norm", "last axis", "()"}},
+      {"rms_norm: eps = -1", [&] { rms_norm(x, zeros<float>({3}, p, B), -1.0); }, {"rms_norm", "eps", "-1"}},
+      {"rms_norm: weight of a 3-d shape", [&] { rms_norm(x3, zeros<float>({2, 4}, p, B)); },
+       {"rms_norm", "weight must be (4)", "(2, 3, 4)", "got (2, 4) float32"}},
+      {"rms_norm: weight on another placement", [&] { rms_norm(x, zeros<float>({3}, grid, NdSbp{B, B})); },
+       {"rms_norm", "share one placement"}},
+      {"layer_norm: bias on another placement, the last axis split",
+       [&] { layer_norm(zeros<float>({4, 3}, p, S1), zeros<float>({3}, p, B), zeros<float>({3}, grid, NdSbp{B, B})); },
+       {"layer_norm", "share one placement"}},
+      {"dropout: p = 1", [&] { dropout(x, 1.0, 0); }, {"dropout", "[0, 1)", "p = 1"}},
+      {"dropout: p = -0.25", [&] { dropout(x, -0.25, 0); }, {"dropout", "p = -0.25"}},
+      {"dropout: p = NaN", [&] { dropout(x, std::nan(""), 0); }, {"dropout", "p = nan"}},
+      {"dropout: an int64 tensor", [&] { dropout(xi, 0.5, 0); }, {"dropout", "floating tensors only", "int64"}},
       // shape ops
       {"transpose: d1 = 2 of a 2-d tensor", [&] { transpose(x, 0, 2); }, {"transpose", "d1 2", "(4, 3)"}},
       {"transpose: d0 = -3", [&] { transpose(x, -3, 0); }, {"transpose", "d0 -3", "(4, 3)"}},
@@ -552,6 +575,8 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //   op/reduce.hpp           sum, mean, max, min (axes out of range, repeated, mean of ints; e:
 //                           empty axes, NaN)
 //   op/softmax.hpp          softmax, log_softmax (axis, integer; e: empty axis, NaN rows)
+//   op/normalization.hpp    layer_norm, rms_norm (weight / bias shapes, integer, 0-d, eps)
+//   op/dropout.hpp          dropout (p outside [0, 1), NaN, integer)
 //   op/shape_ops.hpp        transpose, permute, reshape (three forms), slice, concat (two forms)
 //   op/index.hpp            embedding, pick (shapes, dtypes; e: no indices, out of range)
 //   op/attention.hpp        scaled_dot_product_attention (rank, batch / heads / head_dim / seq_k
@@ -601,6 +626,7 @@ const std::vector<std::string>& public_api() {
       "scaled_dot_product_attention",
       "backward", "NoGradGuard", "is_grad_enabled", "SGD", "Adam", "AdamW", "Optimizer::step", "Optimizer::zero_grad",
       "GradScaler", "set_matmul_precision",
+      "layer_norm", "rms_norm", "dropout",
   };
   return api;
 }

@@ -25,19 +25,23 @@
 
 #include "spsd/core/reduce_op.hpp"
 #include "spsd/kernel/cpu/attention.hpp"
+#include "spsd/kernel/cpu/dropout.hpp"
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cpu/index.hpp"
+#include "spsd/kernel/cpu/normalization.hpp"
 #include "spsd/kernel/cpu/permute.hpp"
 #include "spsd/kernel/cpu/reduce.hpp"
 #include "spsd/kernel/cpu/softmax.hpp"
 #include "spsd/kernel/cuda/attention.hpp"
 #include "spsd/kernel/cuda/cast.hpp"
 #include "spsd/kernel/cuda/copy.hpp"
+#include "spsd/kernel/cuda/dropout.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 #include "spsd/kernel/cuda/gemm.hpp"
 #include "spsd/kernel/cuda/index.hpp"
 #include "spsd/kernel/cuda/nonfinite.hpp"
+#include "spsd/kernel/cuda/normalization.hpp"
 #include "spsd/kernel/cuda/optim.hpp"
 #include "spsd/kernel/cuda/permute.hpp"
 #include "spsd/kernel/cuda/random.hpp"
@@ -1291,6 +1295,67 @@ void test_attention() {
   run.template operator()<spsd::float16>(2 * 0x1p-10);
 }
 
+// ---- layer_norm / rms_norm and dropout ----
+
+// The norm kernels (forward, dx, dweight) and dropout against the cpu ones, in all four
+// floating types. Tolerances: float rtol 1e-4 (outputs ~|w| + |b|, statistics summed in
+// another order), double 1e-11; the backward sums over a row or a column scale atol by its
+// length; 16-bit: 2 units of the type's epsilon (one rounding on each side, float sums within
+// it). dropout: bit for bit (the same host-device mask and one multiplication).
+void test_norm_dropout() {
+  auto run = [&]<class T>() {
+    const double eps_t = std::is_same_v<T, float> ? 1e-4 : std::is_same_v<T, double> ? 1e-11
+                         : std::is_same_v<T, spsd::bfloat16> ? 2.0 / 128 : 2.0 / 1024;
+    auto widened = [](const std::vector<T>& v) { return std::vector<double>(v.begin(), v.end()); };
+    auto draw = [](int64_t n, double lo, double hi) {
+      std::vector<T> v(n);
+      std::uniform_real_distribution<double> d(lo, hi);
+      for (T& x : v) x = static_cast<T>(d(g_rng));
+      return v;
+    };
+    for (const auto& [rows, len] : std::vector<std::pair<int64_t, int64_t>>{
+             {0, 5}, {3, 1}, {4, 7}, {64, 1000}, {5, 3000}, {2100, 33}}) {
+      const std::vector<T> x = draw(rows * len, 40, 60), w = draw(len, -2, 2), b = draw(len, -1, 1),
+                           g = draw(rows * len, -1, 1);
+      const Dev<T> dxv(x), dw(w), db(b), dg(g);
+      for (bool rms : {false, true}) {
+        const std::string what = std::string(rms ? "rms_norm " : "layer_norm ") + tname<T>() + " " +
+                                 std::to_string(rows) + "x" + std::to_string(len);
+        const double eps = 1e-5;
+        std::vector<T> want(x.size()), want_dx(x.size()), want_dw(len);
+        cpu::norm_forward<T>(x.data(), w.data(), rms ? nullptr : b.data(), rows, len, eps, rms, want.data());
+        cpu::norm_backward_x<T>(x.data(), w.data(), g.data(), rows, len, eps, rms, want_dx.data());
+        cpu::norm_backward_w<T>(x.data(), g.data(), rows, len, eps, rms, want_dw.data());
+        Dev<T> out(x.size()), out_dx(x.size()), out_dw(len);
+        gpu::norm_forward<T>(dxv.ptr, dw.ptr, rms ? nullptr : db.ptr, rows, len, eps, rms, out.ptr, g_stream);
+        gpu::norm_backward_x<T>(dxv.ptr, dw.ptr, dg.ptr, rows, len, eps, rms, out_dx.ptr, g_stream);
+        gpu::norm_backward_w<T>(dxv.ptr, dg.ptr, rows, len, eps, rms, out_dw.ptr, g_stream);
+        compare(what, widened(out.get()), widened(want), eps_t, eps_t);
+        compare(what + " dx", widened(out_dx.get()), widened(want_dx), eps_t, eps_t * 4);
+        compare(what + " dweight", widened(out_dw.get()), widened(want_dw), eps_t,
+                eps_t * static_cast<double>(std::max<int64_t>(rows, 1)));
+      }
+    }
+    const Shape global{6, 10, 7};
+    for (const Box& box : {Box{{1, 2, 0}, {5, 9, 7}}, Box{{0, 3, 2}, {6, 4, 5}}, Box{{0, 0, 0}, {6, 10, 7}}}) {
+      const std::vector<T> x = draw(box.numel(), 0.5, 2);
+      for (double p : {0.1, 0.5, 0.9}) {
+        const uint64_t threshold = cpu::dropout_threshold(p);
+        std::vector<T> want(x.size());
+        cpu::dropout<T>(x.data(), want.data(), box, global, 1234, threshold, 1.0 / (1.0 - p));
+        const Dev<T> dx(x);
+        Dev<T> out(x.size());
+        gpu::dropout<T>(dx.ptr, out.ptr, box, global, 1234, threshold, 1.0 / (1.0 - p), g_stream);
+        compare("dropout " + tname<T>() + " p " + std::to_string(p), widened(out.get()), widened(want));
+      }
+    }
+  };
+  run.template operator()<float>();
+  run.template operator()<double>();
+  run.template operator()<spsd::bfloat16>();
+  run.template operator()<spsd::float16>();
+}
+
 int main() {
   int devices = 0;
   const cudaError_t err = cudaGetDeviceCount(&devices);
@@ -1314,6 +1379,7 @@ int main() {
   group("bfloat16/float16 against float", test_halves);
   group("cast", test_cast);
   group("note_nonfinite", test_note_nonfinite);
+  group("layer_norm/rms_norm/dropout", test_norm_dropout);
   cudaStreamDestroy(g_stream);
   std::cout << (g_total.failures ? "FAIL: " : "PASS: ") << g_total.cases << " cases, " << g_total.failures
             << " failures\n";

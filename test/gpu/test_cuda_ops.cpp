@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "../sim/sim_helpers.hpp"
+#include "spsd/autograd/norm_grad.hpp"
 #include "spsd/autograd/softmax_grad.hpp"
 #include "boxing_suite.hpp"
 #include "op_suite.hpp"
@@ -163,6 +164,14 @@ std::vector<OpCase<T>> op_cases() {
       {"attention", r, [](In i) { return attention_case(i, 5, 7, 10, false, false); }},
       {"attention causal, partial tiles", r, [](In i) { return attention_case(i, 37, 45, 72, true, false); }},
       {"attention head_dim 200", r, [](In i) { return attention_case(i, 45, 37, 200, true, false); }},
+      // Normalization (weight and bias (10,) from y's column sums and means) and dropout (the
+      // same mask from the same host-device code: exact).
+      {"layer_norm", r, [](In i) { return layer_norm(i.x, sum(i.y, {0}), mean(i.y, {0})); }},
+      {"rms_norm", r, [](In i) { return rms_norm(i.x, sum(i.y, {0})); }},
+      {"layer_norm_grad", r, [](In i) { return detail::norm_grad_x<false>(i.x, sum(i.y, {0}), i.y, 1e-5); }},
+      {"rms_norm_grad", r, [](In i) { return detail::norm_grad_x<true>(i.x, sum(i.y, {0}), i.y, 1e-6); }},
+      {"layer_norm_weight_grad", r, [](In i) { return detail::norm_grad_weight<false>(i.x, i.y, 1e-5); }},
+      {"dropout", e, [](In i) { return dropout(i.x, 0.3, 5); }},
   };
   // The fused attention backward in float and double: in 16 bits the cpu's and cuda's out may
   // differ by a rounding, which the gradients carry beyond the 4-ulp bound.

@@ -78,6 +78,12 @@ std::vector<GradCase> grad_cases() {
       {"softmax", {m34}, [](const Inputs& x) { return softmax(x[0], 1); }},
       {"log_softmax", {m34}, [](const Inputs& x) { return log_softmax(x[0], 0); }},
       {"softmax middle axis", {Shape{2, 3, 4}}, [](const Inputs& x) { return softmax(x[0], 1); }},
+      // normalization (whole or split last axis, by the sampled layouts) and dropout
+      {"layer_norm", {m34, Shape{4}, Shape{4}}, [](const Inputs& x) { return layer_norm(x[0], x[1], x[2]); }},
+      {"layer_norm 3-d", {Shape{2, 3, 4}, Shape{4}, Shape{4}},
+       [](const Inputs& x) { return layer_norm(x[0], x[1], x[2], 0.1); }},
+      {"rms_norm", {m34, Shape{4}}, [](const Inputs& x) { return rms_norm(x[0], x[1]); }},
+      {"dropout", {m34}, [](const Inputs& x) { return dropout(x[0], 0.4, 3); }},
       {"transpose", {m34}, [](const Inputs& x) { return transpose(x[0], 0, 1); }},
       {"permute", {Shape{2, 3, 4}}, [](const Inputs& x) { return permute(x[0], {2, 0, 1}); }},
       {"reshape", {m34}, [](const Inputs& x) { return reshape(x[0], {2, 6}); }},

@@ -16,6 +16,7 @@
 // result (the same inputs with a B output are valid too).
 //
 // Adding an op is one line in registry() below: entry<Def>(representative input metas).
+#include <bit>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -24,6 +25,7 @@
 #include <optional>
 #include <random>
 #include <spsd/spsd.hpp>
+#include <spsd/autograd/norm_grad.hpp>
 
 using namespace spsd;
 using kernel::cpu::BinaryOp;
@@ -265,6 +267,30 @@ const std::vector<OpEntry>& declared_only_registry() {
   return ops;
 }
 
+// layer_norm / rms_norm and their backward ops: x (..., C), then weight (C) [, bias (C)] or,
+// for the backward ops, g like x; the scalar is eps. params: how many of the (C) parameters
+// follow x; with_g: a g like x follows (the backward ops).
+std::vector<MetaCase> norm_cases(int params, bool with_g) {
+  std::vector<MetaCase> cases;
+  for (DType t : kFloats)
+    for (const Shape& s : {Shape{5, 7}, Shape{3, 2, 4}, Shape{6}}) {
+      MetaCase c{{{meta(s, t)}}, {}, {Scalar::of(1e-5), Scalar::of(0.5)}};
+      for (int i = 0; i < params; ++i) c.inputs.push_back({meta(Shape{s[s.ndim() - 1]}, t)});
+      if (with_g) c.inputs.push_back({meta(s, t)});
+      cases.push_back(std::move(c));
+    }
+  return cases;
+}
+
+// dropout: attrs [the bits of p], the scalar is the seed.
+std::vector<MetaCase> dropout_cases() {
+  std::vector<MetaCase> cases;
+  for (DType t : kFloats)
+    for (const Shape& s : {Shape{5, 7}, Shape{3, 1, 4}})
+      cases.push_back({{{meta(s, t)}}, {std::bit_cast<int64_t>(0.4)}, {Scalar::of<int64_t>(7), Scalar::of<int64_t>(8)}});
+  return cases;
+}
+
 const std::vector<OpEntry>& registry() {
   using namespace spsd::detail;
   static const std::vector<OpEntry> ops = {
@@ -303,6 +329,13 @@ const std::vector<OpEntry>& registry() {
       entry<shape_ops::ConcatDef>(concat_cases()),
       entry<attention_ops::AttentionDef, float, double>(attention_cases(3)),
       entry<attention_ops::AttentionLseDef, float, double>(attention_cases(2)),
+      entry<NormDef<false>, float, double>(norm_cases(2, false)),
+      entry<NormDef<true>, float, double>(norm_cases(1, false)),
+      entry<norm_grad_ops::NormGradXDef<false>, float, double>(norm_cases(1, true)),
+      entry<norm_grad_ops::NormGradXDef<true>, float, double>(norm_cases(1, true)),
+      entry<norm_grad_ops::NormGradWeightDef<false>, float, double>(norm_cases(0, true)),
+      entry<norm_grad_ops::NormGradWeightDef<true>, float, double>(norm_cases(0, true)),
+      entry<DropoutDef, float, double>(dropout_cases()),
   };
   return ops;
 }

@@ -8,9 +8,11 @@
 #include "spsd/core/config.hpp"
 #include "spsd/kernel/cpu/attention.hpp"
 #include "spsd/kernel/cpu/cast.hpp"
+#include "spsd/kernel/cpu/dropout.hpp"
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cpu/index.hpp"
+#include "spsd/kernel/cpu/normalization.hpp"
 #include "spsd/kernel/cpu/optim.hpp"
 #include "spsd/kernel/cpu/permute.hpp"
 #include "spsd/kernel/cpu/reduce.hpp"
@@ -21,10 +23,12 @@
 #include "spsd/kernel/cuda/attention.hpp"
 #include "spsd/kernel/cuda/cast.hpp"
 #include "spsd/kernel/cuda/copy.hpp"
+#include "spsd/kernel/cuda/dropout.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 #include "spsd/kernel/cuda/gemm.hpp"
 #include "spsd/kernel/cuda/index.hpp"
 #include "spsd/kernel/cuda/nonfinite.hpp"
+#include "spsd/kernel/cuda/normalization.hpp"
 #include "spsd/kernel/cuda/optim.hpp"
 #include "spsd/kernel/cuda/permute.hpp"
 #include "spsd/kernel/cuda/reduce.hpp"
@@ -177,6 +181,27 @@ template <FloatingElement T>
 void attention_backward_kv(const Target& t, const T* q, const T* k, const T* v, const T* out, const T* g,
                            const compute_t<T>* lse, const AttentionDims& d, T* dkv) {
   SPSD_ON_TARGET(t, attention_backward_kv<T>, q, k, v, out, g, lse, d, dkv);
+}
+
+// layer_norm / rms_norm over the last axis and dropout (op/normalization.hpp, op/dropout.hpp).
+template <FloatingElement T>
+void norm_forward(const Target& t, const T* x, const T* w, const T* b, int64_t rows, int64_t len, double eps, bool rms,
+                  T* out) {
+  SPSD_ON_TARGET(t, norm_forward<T>, x, w, b, rows, len, eps, rms, out);
+}
+template <FloatingElement T>
+void norm_backward_x(const Target& t, const T* x, const T* w, const T* g, int64_t rows, int64_t len, double eps,
+                     bool rms, T* dx) {
+  SPSD_ON_TARGET(t, norm_backward_x<T>, x, w, g, rows, len, eps, rms, dx);
+}
+template <FloatingElement T>
+void norm_backward_w(const Target& t, const T* x, const T* g, int64_t rows, int64_t len, double eps, bool rms, T* dw) {
+  SPSD_ON_TARGET(t, norm_backward_w<T>, x, g, rows, len, eps, rms, dw);
+}
+template <FloatingElement T>
+void dropout(const Target& t, const T* x, T* out, const Box& box, const Shape& global_shape, uint64_t seed,
+             uint64_t threshold, double scale) {
+  SPSD_ON_TARGET(t, dropout<T>, x, out, box, global_shape, seed, threshold, scale);
 }
 
 #undef SPSD_ON_TARGET
