@@ -1,7 +1,8 @@
 #pragma once
 // Scaled dot-product attention on one rank's pieces, fused: per query row an online softmax
 // over blocks of keys (running max, running sum, the output accumulated and rescaled as the max
-// grows), so no (seq_q, seq_k) matrix is ever held. The backward kernels recompute each row's
+// grows), so no (seq_q, seq_k) matrix is ever held; the forward's products are block GEMMs
+// (BLAS), the backward's plain loops. The backward kernels recompute each row's
 // probabilities from the saved log-sum-exp (FlashAttention-2's backward):
 //   p_ij = exp(scale q_i.k_j - lse_i),  D_i = g_i.out_i,  ds_ij = p_ij (g_i.v_j - D_i)
 //   dq_i = scale sum_j ds_ij k_j,  dk_j = scale sum_i ds_ij q_i,  dv_j = sum_i p_ij g_i
@@ -18,6 +19,7 @@
 
 #include "spsd/core/dtype.hpp"
 #include "spsd/core/instances.hpp"
+#include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
 
 namespace spsd::kernel::cpu {
@@ -46,44 +48,47 @@ C dot(const C* a, const C* b, int64_t n) {
   return s;
 }
 
-// Keys are visited in blocks of this many: one block's scores live in a small buffer.
+// Keys are visited in blocks of this many: one block's scores for all the slice's queries,
+// (seq_q, kAttentionKeyBlock), live in a buffer; never (seq_q, seq_k).
 constexpr int64_t kAttentionKeyBlock = 64;
 
-// out (may be null: only lse) and lse (may be null) of one (batch x head) slice, in C.
+// out (may be null: only lse) and lse (may be null) of one (batch x head) slice, in C. Per key
+// block two GEMMs (the block's scores q k_b^T, then p_b v_b), and between them the online
+// softmax per row: running max m and sum l, the accumulated output rescaled by exp(m - m_new)
+// as the max grows. acc: seq_q x head_dim scratch (the output before the division by l).
 template <class C>
 void attention_forward_slice(const C* q, const C* k, const C* v, const AttentionDims& d, C* out, C* lse) {
-  const int64_t D = d.head_dim;
-  std::vector<C> acc(D);
-  C s[kAttentionKeyBlock];
-  for (int64_t i = 0; i < d.seq_q; ++i) {
-    const C* qi = q + i * D;
-    const int64_t keys = d.visible_keys(i);
-    C m = -std::numeric_limits<C>::infinity(), l = 0;
-    std::fill(acc.begin(), acc.end(), C(0));
-    for (int64_t j0 = 0; j0 < keys; j0 += kAttentionKeyBlock) {
-      const int64_t n = std::min(kAttentionKeyBlock, keys - j0);
-      C block_max = -std::numeric_limits<C>::infinity();
-      for (int64_t j = 0; j < n; ++j) {
-        s[j] = dot(qi, k + (j0 + j) * D, D) * static_cast<C>(d.scale);
-        block_max = std::max(block_max, s[j]);
-      }
-      const C m_new = std::max(m, block_max);
-      const C correction = std::exp(m - m_new);  // 0 on the first block (m = -inf)
-      l *= correction;
-      for (C& a : acc) a *= correction;
-      for (int64_t j = 0; j < n; ++j) {
-        const C p = std::exp(s[j] - m_new);
-        l += p;
-        if (out) {
-          const C* vj = v + (j0 + j) * D;
-          for (int64_t c = 0; c < D; ++c) acc[c] += p * vj[c];
-        }
-      }
-      m = m_new;
+  const int64_t D = d.head_dim, sq = d.seq_q;
+  const C minus_inf = -std::numeric_limits<C>::infinity();
+  std::vector<C> m(sq, minus_inf), l(sq, C(0)), acc(out ? sq * D : 0, C(0)), block_out(out ? sq * D : 0);
+  std::vector<C> s(sq * kAttentionKeyBlock);
+  const int64_t last = sq > 0 && D > 0 ? d.visible_keys(sq - 1) : 0;  // the most keys a row sees
+  for (int64_t j0 = 0; j0 < last; j0 += kAttentionKeyBlock) {
+    const int64_t n = std::min(kAttentionKeyBlock, last - j0);
+    // Causal: the rows before `first` see no key of this block; the GEMMs skip them.
+    const int64_t first = d.causal ? std::clamp<int64_t>(d.k_begin + j0 - d.q_begin, 0, sq) : 0, rows = sq - first;
+    matmul<C>(q + first * D, Shape{rows, D}, k + j0 * D, Shape{n, D}, s.data(), Shape{rows, n}, false, true);
+    for (int64_t i = first; i < sq; ++i) {
+      C* si = s.data() + (i - first) * n;
+      const int64_t seen = std::clamp<int64_t>(d.visible_keys(i) - j0, 0, n);
+      C m_new = m[i];
+      for (int64_t j = 0; j < seen; ++j) m_new = std::max(m_new, si[j] *= static_cast<C>(d.scale));
+      const C correction = seen ? std::exp(m[i] - m_new) : C(1);  // 0 on a row's first block (m = -inf)
+      C sum = 0;
+      for (int64_t j = 0; j < n; ++j) sum += si[j] = j < seen ? std::exp(si[j] - m_new) : C(0);
+      l[i] = l[i] * correction + sum;
+      m[i] = m_new;
+      if (out && correction != C(1))
+        for (int64_t c = 0; c < D; ++c) acc[i * D + c] *= correction;
     }
+    if (!out) continue;
+    matmul<C>(s.data(), Shape{rows, n}, v + j0 * D, Shape{n, D}, block_out.data(), Shape{rows, D});
+    for (int64_t e = 0; e < rows * D; ++e) acc[first * D + e] += block_out[e];
+  }
+  for (int64_t i = 0; i < sq; ++i) {
     if (out)
-      for (int64_t c = 0; c < D; ++c) out[i * D + c] = l > 0 ? acc[c] / l : C(0);
-    if (lse) lse[i] = l > 0 ? m + std::log(l) : -std::numeric_limits<C>::infinity();
+      for (int64_t c = 0; c < D; ++c) out[i * D + c] = l[i] > 0 ? acc[i * D + c] / l[i] : C(0);
+    if (lse) lse[i] = l[i] > 0 ? m[i] + std::log(l[i]) : minus_inf;
   }
 }
 
