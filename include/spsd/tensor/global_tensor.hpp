@@ -37,12 +37,12 @@ void check_piece_holds(std::string_view op, std::string_view what, int64_t index
 // check_global_layout of t's own layout, and, on a rank of its placement, check_piece_holds.
 void check_piece(std::string_view op, std::string_view what, const Shape& shape, DType dtype, const Placement& placement,
                  const NdSbp& nd_sbp, const Storage* local);
-// GlobalTensor::item's work, dtype-erased: writes the value of t (one element) to out, on every
-// rank of the world.
-void item_of(const GlobalData& t, void* out);
 inline void check_piece(std::string_view op, std::string_view what, const GlobalData& t) {
   check_piece(op, what, t.shape, t.dtype, t.placement, t.nd_sbp, t.local.get());
 }
+// GlobalTensor::item's work, dtype-erased: writes the value of t (one element) to out, on every
+// rank of the world.
+void item_of(const GlobalData& t, void* out);
 
 // The op that produced a tensor, with what its backward needs (autograd/node.hpp). Opaque here:
 // tensor/ sits below autograd/, so a tensor only holds a pointer to it (one of the names of a
