@@ -49,16 +49,18 @@ GlobalData load_tensor(const std::string& dir, const std::string& name, DType dt
   Manifest m;
   const StoredTensor* stored = nullptr;
   std::shared_ptr<Storage> loaded;
+  NdSbp layout = nd_sbp;  // negative split axes normalized once the stored shape is known
   agreed(op, [&] {
     m = read_manifest(op, dir);
     m.check_holds(op, {name});
     stored = &m.tensors.at(name);
     check_dtype(op, dir, name, stored->dtype, dtype);
-    check_global_layout(op, stored->shape, placement, nd_sbp);
+    layout = normalize_axes(nd_sbp, stored->shape.ndim());
+    check_global_layout(op, stored->shape, placement, layout);
     Readers files(op, m);
-    loaded = read_local(op, name, *stored, m, files, dtype, placement, nd_sbp);
+    loaded = read_local(op, name, *stored, m, files, dtype, placement, layout);
   });
-  return to_target(*stored, loaded, dtype, placement, nd_sbp);
+  return to_target(*stored, loaded, dtype, placement, layout);
 }
 
 }  // namespace detail
