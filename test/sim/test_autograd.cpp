@@ -90,6 +90,18 @@ std::vector<GradCase> grad_cases() {
       {"pick", {Shape{4, 5}}, [](const Inputs& x) { return pick(x[0], index_tensor(x[0], {1, 4, 0, 1})); }},
       {"cross_entropy", {Shape{4, 5}},
        [](const Inputs& x) { return cross_entropy(x[0], index_tensor(x[0], {3, 0, 4, 1})); }},
+      // issue 25: new functions, pow, var, and the masks (cond from the data: piecewise constant)
+      {"gelu tanh", {m34}, [](const Inputs& x) { return gelu(x[0], GeluApproximation::kTanh); }},
+      {"rsqrt", {m34}, [](const Inputs& x) { return rsqrt(x[0]); }, Domain::kPositive},
+      {"erf", {m34}, [](const Inputs& x) { return erf(x[0]); }},
+      {"silu", {m34}, [](const Inputs& x) { return silu(x[0]); }},
+      {"pow broadcast", {m34, Shape{4}}, [](const Inputs& x) { return pow(x[0], x[1]); }, Domain::kPositive},
+      {"pow scalar", {m34}, [](const Inputs& x) { return pow(x[0], 2.5); }, Domain::kPositive},
+      {"var axis", {m34}, [](const Inputs& x) { return var(x[0], {1}); }},
+      {"var all, correction 0", {m34}, [](const Inputs& x) { return var(x[0], {}, false, 0); }},
+      {"where broadcast", {m34, Shape{4}}, [](const Inputs& x) { return where(x[0] > 0.1, x[0] * 2.0, x[1]); }},
+      {"masked_fill 0", {m34, Shape{4}}, [](const Inputs& x) { return masked_fill(x[0], x[1] < 0.0, 0.0) * x[1]; }},
+      {"masked_fill value", {m34}, [](const Inputs& x) { return masked_fill(x[0], x[0] >= 0.3, 1.5); }},
       {"mlp", {Shape{4, 3}, Shape{3, 5}, Shape{5}},
        [](const Inputs& x) { return log_softmax(relu(matmul(x[0], x[1]) + x[2]), 1); }},
   };

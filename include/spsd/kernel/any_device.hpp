@@ -7,6 +7,7 @@
 
 #include "spsd/core/config.hpp"
 #include "spsd/kernel/cpu/cast.hpp"
+#include "spsd/kernel/cpu/compare.hpp"
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cpu/index.hpp"
@@ -18,6 +19,7 @@
 #include "spsd/runtime/device_traffic.hpp"
 #if SPSD_HAVE_CUDA
 #include "spsd/kernel/cuda/cast.hpp"
+#include "spsd/kernel/cuda/compare.hpp"
 #include "spsd/kernel/cuda/copy.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
 #include "spsd/kernel/cuda/gemm.hpp"
@@ -157,6 +159,32 @@ template <FloatingElement T>
 void cross_entropy_backward(const Target& t, const T* logits, const int64_t* labels, const T* g, int64_t rows,
                             int64_t classes, int64_t total_rows, T* dx) {
   SPSD_ON_TARGET(t, cross_entropy_backward<T>, logits, labels, g, rows, classes, total_rows, dx);
+}
+
+// Comparisons, masks and argmax/argmin keys (kernel/cpu/compare.hpp).
+template <Element T>
+void compare(const Target& t, CompareOp op, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape,
+             bool* out, const Shape& out_shape) {
+  SPSD_ON_TARGET(t, compare<T>, op, a, a_shape, b, b_shape, out, out_shape);
+}
+template <Element T>
+void compare_scalar(const Target& t, CompareOp op, const T* a, compute_t<T> s, bool* out, int64_t n) {
+  SPSD_ON_TARGET(t, compare_scalar<T>, op, a, s, out, n);
+}
+template <Element T>
+void where(const Target& t, const bool* cond, const Shape& cond_shape, const T* a, const Shape& a_shape, const T* b,
+           const Shape& b_shape, T* out, const Shape& out_shape) {
+  SPSD_ON_TARGET(t, where<T>, cond, cond_shape, a, a_shape, b, b_shape, out, out_shape);
+}
+template <Element T>
+void masked_fill(const Target& t, const T* x, const Shape& x_shape, const bool* mask, const Shape& mask_shape,
+                 compute_t<T> value, T* out) {
+  SPSD_ON_TARGET(t, masked_fill<T>, x, x_shape, mask, mask_shape, value, out);
+}
+template <Element T>
+void extreme_keys(const Target& t, const T* x, const T* m, int64_t outer, int64_t len, int64_t inner, int64_t offset,
+                  int64_t n, int64_t* keys) {
+  SPSD_ON_TARGET(t, extreme_keys<T>, x, m, outer, len, inner, offset, n, keys);
 }
 
 #undef SPSD_ON_TARGET
