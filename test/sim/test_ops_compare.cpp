@@ -1,6 +1,7 @@
 // The bool-valued and mask ops under simulated ranks (issue 25): the compare suite
-// (test/common/compare_suite.cpp) on meshes {1}, {2}, {4} and {2, 2}, every layout combination on
-// the 1-d meshes and every 7th on 2x2; bool's partial-layout errors; argmax's NaN rule.
+// (test/common/compare_suite.cpp) on meshes {1}, {2}, {4} and {2, 2} (every layout combination
+// on {1} and {2}, every 3rd on {4}, every 7th on 2x2); bool's partial-layout errors, casts and
+// checkpoints; argmax's NaN and tie rules.
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
@@ -78,4 +79,27 @@ TEST_CASE("bool: a checkpoint round trip, resharded", "[ops-compare]") {
     CHECK(back.full().to_vector() == values);
   });
   std::filesystem::remove_all(dir);
+}
+
+namespace {
+// A user-defined op whose table gives its bool output P(sum): refused when it resolves.
+struct BoolPartialDef {
+  static constexpr std::string_view name = "bool_partial";
+  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) { return in[0]; }
+  static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&) {
+    return {{{sbp::broadcast}, sbp::partial_sum}, uniform_signature(1, sbp::broadcast)};
+  }
+  template <Element T>
+  static void kernel(const KernelArgs&) {}
+};
+}  // namespace
+
+TEST_CASE("bool: an op table giving a bool output P(sum) is an error naming the op", "[ops-compare]") {
+  const Placement p = mesh_placement(Shape{2});
+  const auto errors = spsd_test::errors_by_rank(2, [&] {
+    const auto b = from_host(Tensor<bool>::from_vector(Shape{2}, {true, false}), p, NdSbp({sbp::broadcast}));
+    detail::apply<BoolPartialDef>({}, {}, b);
+  });
+  for (const std::string& e : errors)
+    CHECK_THAT(e, Catch::Contains("bool_partial") && Catch::Contains("bool output") && Catch::Contains("P(sum)"));
 }

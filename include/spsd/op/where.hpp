@@ -61,8 +61,10 @@ struct MaskedFillDef {
 
   static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) {
     SPSD_CHECK(in[1].dtype == DType::kBool, name, "mask must be bool, mask is ", in[1].to_string());
-    SPSD_CHECK(broadcast_shapes(name, in[0].shape, in[1].shape) == in[0].shape, name, "mask of shape ", in[1].shape,
-               " does not broadcast to x's shape ", in[0].shape);
+    const Shape &x = in[0].shape, &m = in[1].shape;
+    bool fits = m.ndim() <= x.ndim();
+    for (int64_t d = 0; fits && d < m.ndim(); ++d) fits = m[d] == 1 || m[d] == x[x.ndim() - m.ndim() + d];
+    SPSD_CHECK(fits, name, "mask of shape ", m, " does not broadcast to x's shape ", x);
     return in[0];
   }
 
