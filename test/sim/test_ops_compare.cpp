@@ -5,6 +5,7 @@
 #include <catch2/catch.hpp>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <limits>
@@ -102,4 +103,31 @@ TEST_CASE("bool: an op table giving a bool output P(sum) is an error naming the 
   });
   for (const std::string& e : errors)
     CHECK_THAT(e, Catch::Contains("bool_partial") && Catch::Contains("bool output") && Catch::Contains("P(sum)"));
+}
+
+TEST_CASE("argmax over a split axis moves the reduced tensors, never the axis", "[ops-compare]") {
+  // (4, 1000) float S(1) on 4 ranks: gathering the axis would receive 3/4 * 16000 = 12000 B per
+  // rank; the composition all-reduces 4 floats (24 B, ring) and 4 int64 (48 B).
+  std::vector<float> v(4000);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>((i * 7919) % 1009) - (i == 2222 ? 2000.0f : 0.0f);
+  std::vector<CommStats> stats(4);
+  std::vector<std::vector<int64_t>> got(4);
+  spsd::simulate(4, [&] {
+    const Placement p = mesh_placement(Shape{4});
+    const auto x = from_host(Tensor<float>::from_vector(Shape{4, 1000}, v), p, NdSbp({sbp::split(1)}));
+    reset_comm_stats();
+    const auto i = argmin(x, 1);
+    stats[rank()] = comm_stats();
+    got[rank()] = i.full().to_vector();
+  });
+  std::vector<int64_t> want(4);
+  for (int64_t r = 0; r < 4; ++r)
+    want[r] = std::min_element(v.begin() + r * 1000, v.begin() + (r + 1) * 1000) - (v.begin() + r * 1000);
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r << ": " << stats[r]);
+    CHECK(got[r] == want);
+    CHECK(stats[r].calls_of(CollectiveKind::kAllGather) == 0);
+    CHECK(stats[r].calls_of(CollectiveKind::kAllReduce) == 2);
+    CHECK(stats[r].bytes_received == 72);
+  }
 }

@@ -7,7 +7,7 @@
 //   m    = max(x, axis, keepdim)        split axis: P(max) pieces, all-reduced (kept positions only)
 //   keys = extreme_keys(x, m)           per element: i for a NaN, n + i where x == m, else INT64_MAX
 //                                       (i the GLOBAL index along the axis, from the piece's box)
-//   r    = min(keys, axis)              split axis: P(min), one small all-reduce
+//   r    = min(keys, axis)              split axis: P(min), one small all-reduce (to B, once)
 //   r >= n ? r - n : r                  (where, on the reduced tensor)
 // extreme_keys' 1-d table: numpy-broadcast splits of (x, m) (m is B along the axis, whose size
 // it has 1);  (B, B) -> B.
@@ -15,6 +15,7 @@
 
 #include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
+#include "spsd/layout/layout.hpp"
 #include "spsd/op/broadcasting.hpp"
 #include "spsd/op/compare.hpp"
 #include "spsd/op/dispatch.hpp"
@@ -70,7 +71,9 @@ GlobalTensor<int64_t> arg_extreme(std::string_view op, const GlobalTensor<T>& x,
   const GlobalTensor<T> m = extreme(x, std::vector<int64_t>{a}, true);
   const InputRef refs[] = {input_ref(x), input_ref(m)};
   const GlobalTensor<int64_t> keys = run_op<ExtremeKeysDef, int64_t>(refs, {a});
-  const GlobalTensor<int64_t> first = spsd::min(keys, {a}, keepdim);
+  GlobalTensor<int64_t> first = spsd::min(keys, {a}, keepdim);
+  // A split axis leaves P(min): reduce it once here, not once per op below.
+  if (first.nd_sbp().has_partial()) first = first.to_global(without_partial(first.nd_sbp()));
   return where(first >= n, first - n, first);
 }
 
