@@ -126,7 +126,7 @@ std::vector<OpCase<T>> op_cases() {
          return cast<T>(i.x <= i.y) + cast<T>(i.x == i.x) + cast<T>(0.0f != i.y) + cast<T>(i.x >= 0.5f);
        }},
       {"logical", e, [](In i) { return cast<T>((i.x > 0.0f) & !(i.y < 0.0f)) + cast<T>((i.x > i.y) | (i.y > 1.0f)); }},
-      {"argmax", e, [](In i) { return cast<T>(argmax(i.x, 1)) + cast<T>(argmin(i.x, 0, true)); }},
+      {"argmax", e, [](In i) { return cast<T>(argmax(i.x, 1, true)) + cast<T>(argmin(i.x, 0, true)); }},
       {"sum rows", r, [](In i) { return sum(i.x, {1}); }},
       {"sum cols", r, [](In i) { return sum(i.x, {0}); }},
       {"sum all", r, [](In i) { return sum(i.x); }},

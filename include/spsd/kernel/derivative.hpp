@@ -26,42 +26,21 @@ constexpr bool derivative_reads_output(UnaryOp k) {
          k == UnaryOp::kRelu || k == UnaryOp::kRsqrt;
 }
 
-// tanh on whichever side compiles the caller.
-template <class T>
-SPSD_HOST_DEVICE inline T portable_tanh(T x) {
+// portable_tanh, _exp, _erf: the function on whichever side compiles the caller (CUDA's float
+// and double overloads on the device, <cmath>'s on the host).
 #if defined(__CUDA_ARCH__)
-  return tanh(x);  // CUDA's float and double overloads
+#define SPSD_PORTABLE_MATH(fn) \
+  template <class T>           \
+  SPSD_HOST_DEVICE inline T portable_##fn(T x) { return fn(x); }
 #else
-  return std::tanh(x);
+#define SPSD_PORTABLE_MATH(fn) \
+  template <class T>           \
+  SPSD_HOST_DEVICE inline T portable_##fn(T x) { return std::fn(x); }
 #endif
-}
-
-template <class T>
-SPSD_HOST_DEVICE inline T portable_exp(T x) {
-#if defined(__CUDA_ARCH__)
-  return exp(x);
-#else
-  return std::exp(x);
-#endif
-}
-
-template <class T>
-SPSD_HOST_DEVICE inline T portable_erf(T x) {
-#if defined(__CUDA_ARCH__)
-  return erf(x);
-#else
-  return std::erf(x);
-#endif
-}
-
-template <class T>
-SPSD_HOST_DEVICE inline T portable_sqrt(T x) {
-#if defined(__CUDA_ARCH__)
-  return sqrt(x);
-#else
-  return std::sqrt(x);
-#endif
-}
+SPSD_PORTABLE_MATH(tanh)
+SPSD_PORTABLE_MATH(exp)
+SPSD_PORTABLE_MATH(erf)
+#undef SPSD_PORTABLE_MATH
 
 // The forward functions the cpu and CUDA kernels share (both round the same expression).
 // gelu(x) = x Phi(x) = x/2 (1 + erf(x / sqrt 2)): exact, torch's default.
