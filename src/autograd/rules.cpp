@@ -24,6 +24,7 @@
 #include "spsd/op/reduce.hpp"
 #include "spsd/op/shape_ops.hpp"
 #include "spsd/op/softmax.hpp"
+#include "spsd/op/compare.hpp"
 #include "spsd/op/where.hpp"
 #include "spsd/tensor/factory.hpp"
 
@@ -272,11 +273,16 @@ void define_comparison_and_math_rules(RuleTable& rules) {
   define_unary_rule<UnaryOp::kErf>(rules);
   define_unary_rule<UnaryOp::kSilu>(rules);
   define_unary_rule<UnaryOp::kGeluTanh>(rules);
-  // y = x^e: dy/dx = e x^(e-1), dy/de = y log x.
+  // y = x^e: dy/dx = e x^(e-1), dy/de = y log x, taken as 0 where x == 0 and e >= 0 (torch's
+  // mask: 0 * log 0 would be NaN where the limit is 0).
   define_rule(rules, "pow", [](const auto& a) {
     using T = typename std::remove_cvref_t<decltype(a)>::value_type;
-    if (a.wants(0)) a.set(0, sum_to(a.g() * a.x(1) * spsd::pow(a.x(0), a.x(1) - compute_t<T>(1)), a.shape(0)));
-    if (a.wants(1)) a.set(1, sum_to(a.g() * a.y() * spsd::log(a.x(0)), a.shape(1)));
+    const auto x = a.x(0), e = a.x(1);
+    if (a.wants(0)) a.set(0, sum_to(a.g() * e * spsd::pow(x, e - compute_t<T>(1)), a.shape(0)));
+    if (a.wants(1)) {
+      const GlobalTensor<bool> at_zero = (x == compute_t<T>(0)) & (e >= compute_t<T>(0));
+      a.set(1, sum_to(spsd::masked_fill(a.g() * a.y() * spsd::log(x), at_zero, 0), a.shape(1)));
+    }
   });
   define_rule(rules, "pow_scalar", [](const auto& a) {
     a.set(0, a.g() * a.scalar() * spsd::pow(a.x(0), a.scalar() - 1));

@@ -197,7 +197,7 @@ GlobalTensor<T> div(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
 }
 
 // x ** e element-wise with numpy broadcasting; floating types only. Backward: d/dx = e x^(e-1),
-// d/de = x^e log x (NaN for x < 0, as torch's formula gives where it is not masked).
+// d/de = x^e log x (NaN for x < 0; 0 where x == 0 and e >= 0, as torch).
 template <Element T>
 GlobalTensor<T> pow(const GlobalTensor<T>& x, const GlobalTensor<T>& e) {
   return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kPow>>({}, {}, x, e);
