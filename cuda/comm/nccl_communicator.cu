@@ -43,6 +43,7 @@ ncclDataType_t nccl_type(DType t) {
     // Reduced natively (NCCL adds in float and rounds per step of its algorithm: docs/cuda.md).
     case DType::kBFloat16: return ncclBfloat16;
     case DType::kFloat16: return ncclFloat16;
+    case DType::kBool: return ncclUint8;  // one byte; moved, never reduced (Communicator checks)
   }
   throw_error("nccl", "no NCCL datatype for dtype value ", static_cast<int>(t));
 }

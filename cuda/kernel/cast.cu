@@ -55,6 +55,12 @@ void cast(const From* x, To* out, int64_t n, void* stream) {
 #define SPSD_INSTANTIATE(From) SPSD_CUDA_FOR_EACH_ELEMENT_WITH(SPSD_INSTANTIATE_PAIR, From)
 SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
 #undef SPSD_INSTANTIATE
+// bool to and from every type (not in the element lists: no arithmetic on bool).
+SPSD_CUDA_FOR_EACH_ELEMENT_WITH(SPSD_INSTANTIATE_PAIR, bool)
+#define SPSD_INSTANTIATE(From) SPSD_INSTANTIATE_PAIR(From, bool)
+SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
+SPSD_INSTANTIATE(bool)
+#undef SPSD_INSTANTIATE
 #undef SPSD_INSTANTIATE_PAIR
 
 }  // namespace spsd::kernel::cuda

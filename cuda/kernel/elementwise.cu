@@ -32,14 +32,27 @@ struct Abs {
     else return fabs(x);
   }
 };
-// The cpu's gelu_tanh formula and constants, so both sides round the same expression.
-struct Gelu {
+// Forward formulas shared with the cpu (kernel/derivative.hpp), so both sides round the same
+// expression.
+struct Gelu {  // exact: x Phi(x)
   template <class T>
-  __device__ T operator()(T x) const {
-    constexpr T kSqrt2OverPi = T(0.7978845608028654);
-    constexpr T kCubic = T(0.044715);
-    return T(0.5) * x * (T(1) + tanh(kSqrt2OverPi * (x + kCubic * x * x * x)));
-  }
+  __device__ T operator()(T x) const { return gelu_exact(x); }
+};
+struct GeluTanh {
+  template <class T>
+  __device__ T operator()(T x) const { return gelu_tanh(x); }
+};
+struct Erf {
+  template <class T>
+  __device__ T operator()(T x) const { return erf(x); }
+};
+struct Silu {
+  template <class T>
+  __device__ T operator()(T x) const { return silu_of(x); }
+};
+struct Rsqrt {  // 1 / sqrt(x) as the cpu computes it (not the approximate rsqrt instruction)
+  template <class T>
+  __device__ T operator()(T x) const { return T(1) / sqrt(x); }
 };
 struct Exp {
   template <class T>
@@ -55,7 +68,7 @@ struct Tanh {
 };
 struct Sigmoid {  // exp(-x) = inf gives 1 / inf = 0: no NaN
   template <class T>
-  __device__ T operator()(T x) const { return T(1) / (T(1) + exp(-x)); }
+  __device__ T operator()(T x) const { return sigmoid_of(x); }
 };
 struct Sqrt {
   template <class T>
@@ -82,6 +95,14 @@ struct DivOf {
     } else {
       return x / y;
     }
+  }
+};
+
+struct PowOf {  // floating types only (binary_supports checks first)
+  template <class T>
+  __device__ T operator()(T x, T y) const {
+    if constexpr (std::is_floating_point_v<T>) return pow(x, y);
+    else return T{0};
   }
 };
 
@@ -178,6 +199,10 @@ void with_unary_fn(UnaryOp op, Body&& body) {
   if constexpr (std::is_floating_point_v<compute_t<T>>) {
     switch (op) {
       case UnaryOp::kGelu: return body(Gelu{});
+      case UnaryOp::kGeluTanh: return body(GeluTanh{});
+      case UnaryOp::kErf: return body(Erf{});
+      case UnaryOp::kSilu: return body(Silu{});
+      case UnaryOp::kRsqrt: return body(Rsqrt{});
       case UnaryOp::kExp: return body(Exp{});
       case UnaryOp::kLog: return body(Log{});
       case UnaryOp::kTanh: return body(Tanh{});
@@ -189,8 +214,9 @@ void with_unary_fn(UnaryOp op, Body&& body) {
   ::spsd::detail::throw_error("unary", "invalid op value ", static_cast<int>(op));
 }
 
-template <class Body>
+template <class T, class Body>
 void with_binary_fn(BinaryOp op, Body&& body) {
+  SPSD_CHECK(cpu::binary_supports(op, dtype_of<T>), to_string(op), "is not defined for ", dtype_of<T>, " tensors");
   switch (op) {
     case BinaryOp::kAdd: return body(AddOf{});
     case BinaryOp::kSub: return body(SubOf{});
@@ -198,6 +224,7 @@ void with_binary_fn(BinaryOp op, Body&& body) {
     case BinaryOp::kDiv: return body(DivOf{});
     case BinaryOp::kMax: return body(MaxOf{});
     case BinaryOp::kMin: return body(MinOf{});
+    case BinaryOp::kPow: return body(PowOf{});
   }
   ::spsd::detail::throw_error("binary", "invalid op value ", static_cast<int>(op));
 }
@@ -247,7 +274,7 @@ struct EqualAsOne {
 template <Element T>
 void binary(BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
             const Shape& out_shape, void* stream) {
-  detail::with_binary_fn(op, [&](auto f) {
+  detail::with_binary_fn<T>(op, [&](auto f) {
     detail::launch_broadcast_map(to_string(op), f, a, a_shape, b, b_shape, out, out_shape, stream);
   });
 }
@@ -270,7 +297,7 @@ void binary_scalar(BinaryOp op, const T* a, compute_t<T> s, T* out, int64_t n, b
     SPSD_CHECK(!(op == BinaryOp::kDiv && !scalar_first && s == 0), "div", "integer division by zero (",
                dtype_of<T>, ")");
   }
-  detail::with_binary_fn(op, [&](auto f) {
+  detail::with_binary_fn<T>(op, [&](auto f) {
     using C = compute_t<T>;
     detail::launch_map(to_string(op).data(), detail::BoundScalar<decltype(f), C>{f, s, scalar_first},
                        a, out, n, stream);
@@ -298,6 +325,8 @@ void scale(T* x, int64_t n, compute_t<T> factor, void* stream) {
   template void equal_mask<T>(const T*, const Shape&, const T*, const Shape&, T*, const Shape&, void*);
 SPSD_CUDA_FOR_EACH_ELEMENT(SPSD_INSTANTIATE)
 #undef SPSD_INSTANTIATE
+// bool moves and fills (a partial layout's filler, factories) but does no arithmetic.
+template void fill<bool>(bool*, int64_t, bool, void*);
 #define SPSD_INSTANTIATE(T) template void unary_grad<T>(UnaryOp, const T*, const T*, T*, int64_t, void*);
 SPSD_CUDA_FOR_EACH_FLOATING(SPSD_INSTANTIATE)
 #undef SPSD_INSTANTIATE

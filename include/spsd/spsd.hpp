@@ -47,6 +47,10 @@
 #include "spsd/op/index.hpp"
 #include "spsd/op/loss.hpp"
 #include "spsd/op/cast.hpp"
+// Comparisons and masks, argmax/argmin (issue 25).
+#include "spsd/op/compare.hpp"
+#include "spsd/op/where.hpp"
+#include "spsd/op/arg_reduce.hpp"
 #include "spsd/autograd/node.hpp"
 #include "spsd/autograd/grad_ops.hpp"
 #include "spsd/autograd/backward.hpp"

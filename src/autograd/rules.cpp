@@ -25,6 +25,8 @@
 #include "spsd/op/reduce.hpp"
 #include "spsd/op/shape_ops.hpp"
 #include "spsd/op/softmax.hpp"
+#include "spsd/op/compare.hpp"
+#include "spsd/op/where.hpp"
 #include "spsd/tensor/factory.hpp"
 #include "norm_rules.hpp"
 
@@ -266,9 +268,42 @@ void define_shape_index_rules(RuleTable& rules) {
   });
 }
 
+// The ops of issue 25: new unary functions, pow, comparisons and masks, var's parts.
+void define_comparison_and_math_rules(RuleTable& rules) {
+  using kernel::cpu::UnaryOp;
+  define_unary_rule<UnaryOp::kRsqrt>(rules);
+  define_unary_rule<UnaryOp::kErf>(rules);
+  define_unary_rule<UnaryOp::kSilu>(rules);
+  define_unary_rule<UnaryOp::kGeluTanh>(rules);
+  // y = x^e: dy/dx = e x^(e-1), dy/de = y log x, taken as 0 where x == 0 and e >= 0 (torch's
+  // mask: 0 * log 0 would be NaN where the limit is 0).
+  define_rule(rules, "pow", [](const auto& a) {
+    using T = typename std::remove_cvref_t<decltype(a)>::value_type;
+    const auto x = a.x(0), e = a.x(1);
+    if (a.wants(0)) a.set(0, sum_to(a.g() * e * spsd::pow(x, e - compute_t<T>(1)), a.shape(0)));
+    if (a.wants(1)) {
+      const GlobalTensor<bool> at_zero = (x == compute_t<T>(0)) & (e >= compute_t<T>(0));
+      a.set(1, sum_to(spsd::masked_fill(a.g() * a.y() * spsd::log(x), at_zero, 0), a.shape(1)));
+    }
+  });
+  define_rule(rules, "pow_scalar", [](const auto& a) {
+    a.set(0, a.g() * a.scalar() * spsd::pow(a.x(0), a.scalar() - 1));
+  });
+  // where(cond, a, b): g where cond holds to a, the rest to b (cond is bool: no gradient).
+  define_rule(rules, "where", [](const auto& a) {
+    const auto cond = GlobalTensor<bool>::from_data(a.node.inputs[0]);
+    if (a.wants(1)) a.set(1, sum_to(spsd::masked_fill(a.g(), spsd::logical_not(cond), 0), a.shape(1)));
+    if (a.wants(2)) a.set(2, sum_to(spsd::masked_fill(a.g(), cond, 0), a.shape(2)));
+  });
+  define_rule(rules, "masked_fill", [](const auto& a) {
+    a.set(0, spsd::masked_fill(a.g(), GlobalTensor<bool>::from_data(a.node.inputs[1]), 0));
+  });
+}
+
 RuleTable make_rules() {
   RuleTable rules;
   define_elementwise_rules(rules);
+  define_comparison_and_math_rules(rules);
   define_matmul_reduce_softmax_rules(rules);
   define_shape_index_rules(rules);
   rules["scaled_dot_product_attention"] = {&attention_backward<float>, &attention_backward<double>,

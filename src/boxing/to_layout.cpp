@@ -9,6 +9,7 @@ namespace spsd::detail {
 
 GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdSbp& nd_sbp) {
   check_global_layout("to_global", in.shape, placement, nd_sbp);
+  check_layout_dtype("to_global", in.dtype, nd_sbp);
   check_piece("to_global", "the tensor", in);  // a raw GlobalTensor's own layout and piece
   const int64_t me = rank();
   GlobalData out{in.shape, in.dtype, placement, nd_sbp, nullptr};

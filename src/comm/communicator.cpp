@@ -26,6 +26,10 @@ void check_dtype(const char* op, DType dtype) {
 void check_reduce_op(const char* op, ReduceOp reduce) {
   SPSD_CHECK(is_valid(reduce), op, "reduce op has the invalid value ", static_cast<int>(reduce));
 }
+// bool moves (gathers, broadcasts) but is never reduced: it has no partial layouts.
+void check_reducible(const char* op, DType dtype) {
+  SPSD_CHECK(allows_partial(dtype), op, "cannot reduce ", dtype, " elements");
+}
 }  // namespace
 
 std::vector<int64_t> displacements(std::span<const int64_t> counts) {
@@ -83,6 +87,7 @@ void Communicator::all_reduce(const void* send, void* recv, int64_t count, DType
   check_count("all_reduce", "count", count);
   check_dtype("all_reduce", dtype);
   check_reduce_op("all_reduce", op);
+  check_reducible("all_reduce", dtype);
   check_buffer("all_reduce", "send", send, count);
   check_buffer("all_reduce", "recv", recv, count);
   const DType wire = reduction_wire_dtype(dtype);  // read once: the setting may change meanwhile
@@ -105,6 +110,7 @@ void Communicator::reduce_scatter_v(const void* send, void* recv, std::span<cons
   check_counts("reduce_scatter", "recv_counts", counts);
   check_dtype("reduce_scatter", dtype);
   check_reduce_op("reduce_scatter", op);
+  check_reducible("reduce_scatter", dtype);
   check_buffer("reduce_scatter", "send", send, total(counts));
   check_buffer("reduce_scatter", "recv", recv, counts[rank_]);
   const DType wire = reduction_wire_dtype(dtype);

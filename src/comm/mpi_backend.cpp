@@ -32,6 +32,7 @@ MPI_Datatype mpi_type(DType t) {
     case DType::kInt32: return MPI_INT32_T;
     case DType::kInt64: return MPI_INT64_T;
     case DType::kBFloat16: case DType::kFloat16: return MPI_UINT16_T;
+    case DType::kBool: return MPI_UINT8_T;  // one byte; moved, never reduced (Communicator checks)
   }
   throw_error("mpi", "no MPI datatype for dtype value ", static_cast<int>(t));
 }

@@ -4,5 +4,6 @@
 namespace spsd {
 
 SPSD_FOR_EACH_ELEMENT(SPSD_CAST_INSTANCES, )
+SPSD_CAST_INSTANCES(, bool)
 
 }  // namespace spsd

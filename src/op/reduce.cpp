@@ -4,5 +4,6 @@
 namespace spsd {
 
 SPSD_FOR_EACH_ELEMENT(SPSD_REDUCE_INSTANCES, )
+SPSD_FOR_EACH_FLOATING(SPSD_VAR_INSTANCES, )
 
 }  // namespace spsd

@@ -60,6 +60,10 @@ std::shared_ptr<const Resolution> compute(const OpSchema& op, const OpAttrs& att
   const Shape& mesh = placement.mesh();
   const std::vector<Signature> table = op.signatures(inputs, attrs);
   SPSD_CHECK(!table.empty(), op.name, "has no signature for inputs ", layouts_text(inputs, layouts));
+  if (!allows_partial(r->output.dtype))
+    for (const Signature& s : table)
+      SPSD_CHECK(!s.output.is_partial(), op.name, "declares the signature ", s, " for a ", r->output.dtype,
+                 " output, which cannot be partial");
 
   // Every product table[choice[0]] x ... x table[choice[D-1]], mesh axis 0 most significant.
   std::vector<size_t> choice(mesh.ndim(), 0);

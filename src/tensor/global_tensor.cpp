@@ -15,6 +15,11 @@ void check_global_layout(std::string_view op, const Shape& shape, const Placemen
   check_placement(op, placement);
 }
 
+void check_layout_dtype(std::string_view op, DType dtype, const NdSbp& nd_sbp) {
+  SPSD_CHECK(allows_partial(dtype) || !nd_sbp.has_partial(), op, "a ", dtype, " tensor cannot have the partial layout ",
+             nd_sbp, ": partial values are summed or compared, and ", dtype, " values are neither");
+}
+
 void check_piece_holds(std::string_view op, std::string_view what, int64_t index, const Shape& shape, DType dtype,
                        const Placement& placement, const NdSbp& nd_sbp, std::span<const int64_t> coords,
                        const Storage* local) {

@@ -294,6 +294,47 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
       {"sigmoid: an int64 tensor", [&] { sigmoid(xi); }, {"sigmoid", "not defined for int64"}},
       {"sqrt: an int64 tensor", [&] { spsd::sqrt(xi); }, {"sqrt", "not defined for int64"}},
       {"abs: a raw tensor beyond the world", [&] { spsd::abs(raw_beyond); }, {"abs", "names rank " + N}},
+      // issue 25: new functions, pow, var, comparisons, masks, argmax, bool layouts
+      {"rsqrt: an int64 tensor", [&] { spsd::rsqrt(xi); }, {"rsqrt", "not defined for int64"}},
+      {"erf: an int64 tensor", [&] { spsd::erf(xi); }, {"erf", "not defined for int64"}},
+      {"silu: an int64 tensor", [&] { silu(xi); }, {"silu", "not defined for int64"}},
+      {"gelu: an invalid approximation", [&] { gelu(x, static_cast<GeluApproximation>(7)); },
+       {"gelu", "invalid approximation value 7"}},
+      {"pow: an int64 tensor", [&] { spsd::pow(xi, xi); }, {"pow", "not defined for int64"}},
+      {"pow: shapes (4, 3) and (2, 5)", [&] { spsd::pow(x, y); }, {"pow", "(4, 3)", "(2, 5)", "do not broadcast"}},
+      {"pow: an int64 tensor and a scalar exponent", [&] { spsd::pow(xi, int64_t{2}); },
+       {"pow_scalar", "not defined for int64"}},
+      {"var: a negative correction", [&] { var(x, {0}, false, -1); }, {"var", "correction must be >= 0", "-1"}},
+      {"var: axis 2 of a 2-d tensor", [&] { var(x, {2}); }, {"var", "axis 2", "out of range", "(4, 3)"}},
+      {"lt: shapes (4, 3) and (2, 5)", [&] { lt(x, y); }, {"lt", "(4, 3)", "(2, 5)", "do not broadcast"}},
+      {"le: inputs on different placements", [&] { le(x, xg); }, {"le", "share one placement"}},
+      {"gt: a raw tensor beyond the world", [&] { gt(raw_beyond, 0.0f); }, {"gt_scalar", "names rank " + N}},
+      {"ge: shapes (2, 5) and (4, 3)", [&] { ge(y, x); }, {"ge", "(2, 5)", "(4, 3)"}},
+      {"eq: inputs on different placements", [&] { eq(xg, x); }, {"eq", "share one placement"}},
+      {"ne: shapes (3,) and (2, 5)", [&] { ne(v, y); }, {"ne", "(3,)", "(2, 5)"}},
+      {"operator<: bool tensors", [&] { (x > 0.0f) < (x > 1.0f); }, {"lt", "bool", "eq and ne only"}},
+      {"operator<=: bool and a scalar", [&] { (x > 0.0f) <= true; }, {"le_scalar", "bool", "eq and ne only"}},
+      {"operator>: shapes (4, 3) and (2, 5)", [&] { x > y; }, {"gt", "do not broadcast"}},
+      {"operator>=: a raw piece too small", [&] { raw_small >= 1.0f; }, {"ge_scalar", "8 bytes", "32 bytes"}},
+      {"operator==: shapes (3,) and (2, 5)", [&] { v == y; }, {"eq", "(3,)", "(2, 5)"}},
+      {"operator!=: inputs on different placements", [&] { x != xg; }, {"ne", "share one placement"}},
+      {"logical_and: shapes (4, 3) and (2, 5)", [&] { logical_and(x > 0.0f, y > 0.0f); },
+       {"logical_and", "do not broadcast"}},
+      {"logical_or: inputs on different placements", [&] { logical_or(x > 0.0f, xg > 0.0f); },
+       {"logical_or", "share one placement"}},
+      {"logical_not: a raw tensor beyond the world", [&] { logical_not(raw_beyond > 0.0f); }, {"names rank " + N}},
+      {"where: a and b of shapes (4, 3) and (2, 5)", [&] { where(x > 0.0f, x, y); }, {"where", "do not broadcast"}},
+      {"where: cond of another shape", [&] { where(y > 0.0f, x, x); }, {"where", "(2, 5)", "(4, 3)"}},
+      {"masked_fill: a mask of another shape", [&] { masked_fill(x, y > 0.0f, 0.0f); },
+       {"masked_fill", "mask of shape (2, 5)", "does not broadcast to x's shape (4, 3)"}},
+      {"masked_fill: a mask larger than x", [&] { masked_fill(v, x > 0.0f, 1.0f); },
+       {"masked_fill", "mask of shape (4, 3)", "x's shape (3,)"}},
+      {"argmax: axis 2 of a 2-d tensor", [&] { argmax(x, 2); }, {"argmax", "axis 2", "out of range", "(4, 3)"}},
+      {"argmin: axis -3 of a 2-d tensor", [&] { argmin(xi, -3); }, {"argmin", "axis -3", "out of range"}},
+      {"from_host: a bool tensor in P(max)", [&] { from_host(Tensor<bool>::from_vector(Shape{2}, {true, false}), p, NdSbp(sbp::partial_max)); },
+       {"from_host", "bool", "partial layout"}},
+      {"to_global: a bool tensor to P(sum)", [&] { (x > 0.0f).to_global(NdSbp(sbp::partial_sum)); },
+       {"to_global", "bool", "partial layout"}},
       // matmul
       {"matmul: a 1-d operand", [&] { matmul(v, x); }, {"matmul", "2 or more axes", "a is (3,)", "b is (4, 3)"}},
       {"matmul: inner dimensions 3 and 2", [&] { matmul(x, y); }, {"matmul", "inner dimensions differ", "(4, 3)", "(2, 5)"}},
@@ -570,7 +611,13 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //   op/resolve.hpp          resolve (input count mismatch), op_schema (through resolve)
 //   op/elementwise.hpp      add, sub, mul, div (shapes, dtypes, placements, integer / 0),
 //                           operator+ - * / (e and misuse), add/sub/mul/div scalar forms, neg, relu,
-//                           gelu, exp, log, tanh, sigmoid, sqrt, abs (dtype; e: NaN, empty)
+//                           gelu, exp, log, tanh, sigmoid, sqrt, abs, rsqrt, erf, silu (dtype,
+//                           gelu's approximation; e: NaN, empty), pow (dtype, shapes)
+//   op/reduce.hpp (var)     var (correction, axes)
+//   op/compare.hpp          lt le gt ge eq ne and their operators (shapes, placements, bool
+//                           orderings), logical_and/or/not (shapes, placements)
+//   op/where.hpp            where (shapes), masked_fill (mask shape)
+//   op/arg_reduce.hpp       argmax, argmin (axis)
 //   op/matmul.hpp           matmul (1-d, inner dims, batch dims, placements; e: k = 0, m = 0)
 //   op/reduce.hpp           sum, mean, max, min (axes out of range, repeated, mean of ints; e:
 //                           empty axes, NaN)
@@ -627,6 +674,9 @@ const std::vector<std::string>& public_api() {
       "backward", "NoGradGuard", "is_grad_enabled", "SGD", "Adam", "AdamW", "Optimizer::step", "Optimizer::zero_grad",
       "GradScaler", "set_matmul_precision",
       "layer_norm", "rms_norm", "dropout",
+      "rsqrt", "erf", "silu", "pow", "var", "lt", "le", "gt", "ge", "eq", "ne", "operator<", "operator<=", "operator>",
+      "operator>=", "operator==", "operator!=", "logical_and", "logical_or", "logical_not", "where", "masked_fill",
+      "argmax", "argmin",
   };
   return api;
 }

@@ -6,6 +6,7 @@
 #include <limits>
 #include <optional>
 #include <sstream>
+#include <tuple>
 #include <type_traits>
 
 #include "boxing_suite.hpp"
@@ -168,9 +169,45 @@ std::vector<double> ref_matmul_magnitude(const Tensor<T>& a, const Tensor<T>& b,
 }
 
 template <class T>
-T ref_gelu(T x) {  // the tanh form the kernel documents (torch's approximate="tanh")
+T ref_gelu(T x) {  // exact: x Phi(x) (torch's default)
+  const double d = static_cast<double>(x);
+  return static_cast<T>(0.5 * d * (1.0 + std::erf(d / std::sqrt(2.0))));
+}
+
+template <class T>
+T ref_gelu_tanh(T x) {  // GeluApproximation::kTanh (torch's approximate="tanh")
   const double d = static_cast<double>(x);
   return static_cast<T>(0.5 * d * (1.0 + std::tanh(0.7978845608028654 * (d + 0.044715 * d * d * d))));
+}
+
+// The variance over axes (sorted, non-negative) with keepdim off, in double.
+template <class T>
+Tensor<T> ref_var(const Tensor<T>& x, const std::vector<int64_t>& axes, int64_t correction) {
+  const Shape& s = x.shape();
+  std::vector<int64_t> kept;
+  for (int64_t d = 0; d < s.ndim(); ++d)
+    if (std::find(axes.begin(), axes.end(), d) == axes.end()) kept.push_back(s[d]);
+  const Shape out(kept);
+  std::vector<double> sum(out.numel(), 0.0), sq(out.numel(), 0.0), count(out.numel(), 0.0);
+  auto out_index = [&](int64_t g) {
+    std::vector<int64_t> idx = unravel(g, s);
+    int64_t o = 0;
+    for (int64_t d = 0; d < s.ndim(); ++d)
+      if (std::find(axes.begin(), axes.end(), d) == axes.end()) o = o * s[d] + idx[d];
+    return o;
+  };
+  for (int64_t g = 0; g < s.numel(); ++g) {
+    sum[out_index(g)] += static_cast<double>(x.data()[g]);
+    count[out_index(g)] += 1;
+  }
+  for (int64_t g = 0; g < s.numel(); ++g) {
+    const int64_t o = out_index(g);
+    const double d = static_cast<double>(x.data()[g]) - sum[o] / count[o];
+    sq[o] += d * d;
+  }
+  std::vector<T> v(out.numel());
+  for (int64_t o = 0; o < out.numel(); ++o) v[o] = static_cast<T>(sq[o] / (count[o] - static_cast<double>(correction)));
+  return Tensor<T>::from_vector(out, std::move(v));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -318,7 +355,48 @@ void add_unary_cases(std::vector<OpCase<T>>& cases, bool full_dtype) {
           [](T x) { return T(C(1) / (C(1) + std::exp(-C(x)))); }, false, function_tolerance<T>());
       one("sqrt", shape, Domain::kPositive, [](const GlobalTensor<T>& x) { return spsd::sqrt(x); },
           [](T x) { return T(std::sqrt(C(x))); }, false);
+      one("gelu_tanh", shape, Domain::kAny,
+          [](const GlobalTensor<T>& x) { return spsd::gelu(x, GeluApproximation::kTanh); },
+          [](T x) { return ref_gelu_tanh(x); }, false, function_tolerance<T>());
+      one("rsqrt", shape, Domain::kPositive, [](const GlobalTensor<T>& x) { return spsd::rsqrt(x); },
+          [](T x) { return T(1.0 / std::sqrt(static_cast<double>(x))); }, false, function_tolerance<T>());
+      one("erf", shape, Domain::kAny, [](const GlobalTensor<T>& x) { return spsd::erf(x); },
+          [](T x) { return T(std::erf(static_cast<double>(x))); }, false, function_tolerance<T>());
+      one("silu", shape, Domain::kAny, [](const GlobalTensor<T>& x) { return spsd::silu(x); },
+          [](T x) {
+            const double d = static_cast<double>(x);
+            return T(d / (1.0 + std::exp(-d)));
+          },
+          false, function_tolerance<T>());
+      one("pow_scalar", shape, Domain::kPositive, [](const GlobalTensor<T>& x) { return spsd::pow(x, C(1.5)); },
+          [](T x) { return T(std::pow(static_cast<double>(x), 1.5)); }, false, function_tolerance<T>());
     }
+  }
+}
+
+// pow (tensor exponent, broadcast) and var: floating types.
+template <class T>
+void add_math_cases(std::vector<OpCase<T>>& cases) {
+  if constexpr (!std::is_integral_v<T>) {
+    for (const auto& s : std::vector<std::vector<Shape>>{{Shape{5, 7}, Shape{5, 7}}, {Shape{5, 1}, Shape{1, 7}}})
+      cases.push_back({"pow", s, {Domain::kPositive, Domain::kAny},
+                       [](const Inputs<T>& in) { return spsd::pow(*in[0], *in[1]); },
+                       [](const std::vector<Tensor<T>>& w) {
+                         return ref_binary(w[0], w[1], [](T x, T y) {
+                           return T(std::pow(static_cast<double>(x), static_cast<double>(y)));
+                         });
+                       },
+                       function_tolerance<T>(), false});
+    // The deviations round to T before they are squared: 16-bit within a few ulps of the sum.
+    Tolerances tol = elementwise_tolerance<T>();
+    if constexpr (is_half_v<T>) tol = {{16 * unit_roundoff<T>(), 16 * unit_roundoff<T>()}, {64 * unit_roundoff<T>(), 128 * unit_roundoff<T>()}};
+    for (const auto& [shape, axes, correction] :
+         std::vector<std::tuple<Shape, std::vector<int64_t>, int64_t>>{{Shape{5, 7}, {1}, 1}, {Shape{5, 7}, {0}, 0},
+                                                                       {Shape{3, 2, 4}, {0, 2}, 1}})
+      cases.push_back({"var", {shape}, {Domain::kAny},
+                       [axes, correction](const Inputs<T>& in) { return spsd::var(*in[0], axes, false, correction); },
+                       [axes, correction](const std::vector<Tensor<T>>& w) { return ref_var(w[0], axes, correction); },
+                       tol, false});
   }
 }
 
@@ -452,6 +530,7 @@ void run_all(const Placement& placement, const OpSuiteOptions& options, bool ful
   add_binary_cases<T>(cases, full_dtype);
   add_scalar_cases<T>(cases);
   add_unary_cases<T>(cases, full_dtype);
+  add_math_cases<T>(cases);
   add_matmul_cases<T>(cases, full_dtype);
   for (const OpCase<T>& c : cases)
     if (std::find(options.skip_ops.begin(), options.skip_ops.end(), c.op) == options.skip_ops.end())

@@ -18,13 +18,15 @@
 //            (S: the sum of the parts; every piece and partial sum is a multiple of 1/16 below 4,
 //            exact), so the inputs themselves are exact in every layout.
 //            Element-wise: exact (one float operation rounded once on both sides); exp, log,
-//            tanh, sigmoid, gelu rtol 2u (one ulp: the kernel's float function and the
+//            tanh, sigmoid, gelu, gelu_tanh, rsqrt, erf, silu, pow rtol 2u (one ulp: the kernel's float function and the
 //            reference's may differ in the last float bits), atol 1e-6. With lopsided partial inputs the pieces
 //            of a linear op's P(sum) output round one by one and the P(sum) reduction rounds each
 //            combine (pairwise, as the comm backends do at the time of writing; one rounding of a
 //            float32 sum is strictly better): at most 2n - 1 <= 7 roundings of values below
 //            |x| + 2.25 * max|other input| (n <= 4 pieces summing to at most |x| + 9/8 in
 //            magnitude, the other operand at most 3): rtol 8u, atol 32u.
+//            var: the deviations x - mean round to T before they are squared: rtol = atol = 16u
+//            (64u / 128u with lopsided partial inputs, whose mean and deviations round per piece).
 //            matmul: rtol 2u + 8u * sum_l |a_il||b_lj| (the pieces of a split-k product round
 //            one by one, then the reduction, as above); with lopsided inputs
 //            8u * sum_l (|a_il| + 9/8)(|b_lj| + 9/8).

@@ -110,6 +110,7 @@ ncclResult_t refuse(ncclResult_t result, std::string what) {
 
 size_t size_of(ncclDataType_t t) {
   switch (t) {
+    case ncclUint8: return 1;  // bool
     case ncclBfloat16: case ncclFloat16: return 2;
     case ncclInt32: case ncclFloat32: return 4;
     case ncclInt64: case ncclFloat64: return 8;

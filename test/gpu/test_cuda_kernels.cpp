@@ -15,6 +15,7 @@
 #include <functional>
 #include <iostream>
 #include <limits>
+#include <memory>
 #include <random>
 #include <sstream>
 #include <stdexcept>
@@ -34,7 +35,9 @@
 #include "spsd/kernel/cpu/reduce.hpp"
 #include "spsd/kernel/cpu/softmax.hpp"
 #include "spsd/kernel/cuda/attention.hpp"
+#include "spsd/kernel/cpu/compare.hpp"
 #include "spsd/kernel/cuda/cast.hpp"
+#include "spsd/kernel/cuda/compare.hpp"
 #include "spsd/kernel/cuda/copy.hpp"
 #include "spsd/kernel/cuda/dropout.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
@@ -249,7 +252,9 @@ void test_elementwise() {
   const auto& pairs = broadcast_pairs();
   const cpu::UnaryOp unary_ops[] = {cpu::UnaryOp::kNeg, cpu::UnaryOp::kRelu, cpu::UnaryOp::kGelu,
                                     cpu::UnaryOp::kExp, cpu::UnaryOp::kLog, cpu::UnaryOp::kTanh,
-                                    cpu::UnaryOp::kSigmoid, cpu::UnaryOp::kSqrt, cpu::UnaryOp::kAbs};
+                                    cpu::UnaryOp::kSigmoid, cpu::UnaryOp::kSqrt, cpu::UnaryOp::kAbs,
+                                    cpu::UnaryOp::kRsqrt, cpu::UnaryOp::kErf, cpu::UnaryOp::kSilu,
+                                    cpu::UnaryOp::kGeluTanh};
   const cpu::BinaryOp binary_ops[] = {cpu::BinaryOp::kAdd, cpu::BinaryOp::kSub, cpu::BinaryOp::kMul,
                                       cpu::BinaryOp::kDiv, cpu::BinaryOp::kMax, cpu::BinaryOp::kMin};
   for_each_type([&]<class T>() {
@@ -626,10 +631,11 @@ void test_backward_kernels() {
   using spsd::kernel::cpu::UnaryOp;
   // unary_grad: f'(saved) * g for every op; log and sqrt on positive values.
   for (UnaryOp op : {UnaryOp::kNeg, UnaryOp::kRelu, UnaryOp::kGelu, UnaryOp::kExp, UnaryOp::kLog, UnaryOp::kTanh,
-                     UnaryOp::kSigmoid, UnaryOp::kSqrt, UnaryOp::kAbs}) {
+                     UnaryOp::kSigmoid, UnaryOp::kSqrt, UnaryOp::kAbs, UnaryOp::kRsqrt, UnaryOp::kErf, UnaryOp::kSilu,
+                     UnaryOp::kGeluTanh}) {
     auto one = [&]<class T>() {
       const int64_t n = 1003;  // not a multiple of the packs
-      const bool positive = op == UnaryOp::kLog || op == UnaryOp::kSqrt;
+      const bool positive = op == UnaryOp::kLog || op == UnaryOp::kSqrt || op == UnaryOp::kRsqrt;
       const std::vector<T> s = random_values<T>(n, positive ? 0.1 : -3, 3), g = random_values<T>(n);
       std::vector<T> want(n);
       cpu::unary_grad<T>(op, s.data(), g.data(), want.data(), n);
@@ -853,7 +859,9 @@ void halves_elementwise() {
   const std::string t = tname<H>();
   const cpu::UnaryOp unary_ops[] = {cpu::UnaryOp::kNeg, cpu::UnaryOp::kRelu, cpu::UnaryOp::kGelu,
                                     cpu::UnaryOp::kExp, cpu::UnaryOp::kLog, cpu::UnaryOp::kTanh,
-                                    cpu::UnaryOp::kSigmoid, cpu::UnaryOp::kSqrt, cpu::UnaryOp::kAbs};
+                                    cpu::UnaryOp::kSigmoid, cpu::UnaryOp::kSqrt, cpu::UnaryOp::kAbs,
+                                    cpu::UnaryOp::kRsqrt, cpu::UnaryOp::kErf, cpu::UnaryOp::kSilu,
+                                    cpu::UnaryOp::kGeluTanh};
   const cpu::BinaryOp binary_ops[] = {cpu::BinaryOp::kAdd, cpu::BinaryOp::kSub, cpu::BinaryOp::kMul,
                                       cpu::BinaryOp::kDiv, cpu::BinaryOp::kMax, cpu::BinaryOp::kMin};
   for (int64_t n : {0, 1, 7, 1000, 65537}) {
@@ -1356,6 +1364,66 @@ void test_norm_dropout() {
   run.template operator()<spsd::float16>();
 }
 
+// ---- comparisons, where, masked_fill, argmax keys (kernel/cuda/compare.hpp): exact ----
+
+std::vector<unsigned char> bytes_of(const bool* p, int64_t n) { return std::vector<unsigned char>(p, p + n); }
+
+void test_compare_kernels() {
+  using spsd::kernel::CompareOp;
+  const CompareOp ops[] = {CompareOp::kLt, CompareOp::kLe, CompareOp::kGt, CompareOp::kGe, CompareOp::kEq, CompareOp::kNe};
+  for_each_type([&]<class T>() {
+    for (const auto& [sa, sb] : broadcast_pairs()) {
+      const Shape out = cpu::detail::broadcast_shape("test", sa, sb);
+      const int64_t n = out.numel();
+      std::vector<T> a = random_values<T>(sa.numel()), b = random_values<T>(sb.numel());
+      for (size_t i = 0; i < b.size() && i < a.size(); i += 2) b[i] = a[i];  // ties
+      const Dev<T> da(a), db(b);
+      const std::string shapes = " " + tname<T>() + " " + sa.to_string() + " " + sb.to_string();
+      for (CompareOp op : ops) {
+        std::unique_ptr<bool[]> want(new bool[std::max<int64_t>(n, 1)]);
+        cpu::compare<T>(op, a.data(), sa, b.data(), sb, want.get(), out);
+        Dev<unsigned char> got(n);
+        gpu::compare<T>(op, da.ptr, sa, db.ptr, sb, reinterpret_cast<bool*>(got.ptr), out, g_stream);
+        compare(std::string(to_string(op)) + shapes, got.get(), bytes_of(want.get(), n));
+        if (sa.numel() > 0) {
+          cpu::compare_scalar<T>(op, a.data(), b.empty() ? T(0) : b[0], want.get(), sa.numel());
+          Dev<unsigned char> gs(sa.numel());
+          gpu::compare_scalar<T>(op, da.ptr, b.empty() ? T(0) : b[0], reinterpret_cast<bool*>(gs.ptr), sa.numel(), g_stream);
+          compare(std::string(to_string(op)) + "_scalar" + shapes, gs.get(), bytes_of(want.get(), sa.numel()));
+        }
+      }
+      // where(cond of a's shape, a, b), masked_fill(x of out's shape, mask of b's shape)
+      std::vector<unsigned char> c(sa.numel()), m(sb.numel());
+      for (auto& v : c) v = g_rng() & 1;
+      for (auto& v : m) v = g_rng() & 1;
+      const Dev<unsigned char> dc(c), dm(m);
+      std::vector<T> want(n), x = random_values<T>(n);
+      const Dev<T> dx(x);
+      Dev<T> got(n);
+      cpu::where<T>(reinterpret_cast<const bool*>(c.data()), sa, a.data(), sa, b.data(), sb, want.data(), out);
+      gpu::where<T>(reinterpret_cast<const bool*>(dc.ptr), sa, da.ptr, sa, db.ptr, sb, got.ptr, out, g_stream);
+      compare("where" + shapes, got.get(), want);
+      cpu::masked_fill<T>(x.data(), out, reinterpret_cast<const bool*>(m.data()), sb, 7, want.data());
+      gpu::masked_fill<T>(dx.ptr, out, reinterpret_cast<const bool*>(dm.ptr), sb, 7, got.ptr, g_stream);
+      compare("masked_fill" + shapes, got.get(), want);
+    }
+    // extreme_keys of (3, 5, 4) along axis 1 against (3, 1, 4), global offset 2 of 9, with ties and NaN.
+    std::vector<T> x = random_values<T>(60), m = random_values<T>(12);
+    for (int64_t i = 0; i < 12; ++i) x[(i / 4) * 20 + 4 * (i % 5) + i % 4] = m[i];
+    if constexpr (std::is_floating_point_v<T>) x[7] = std::numeric_limits<T>::quiet_NaN();
+    const Dev<T> dx(x), dm(m);
+    std::vector<int64_t> want(60);
+    Dev<int64_t> got(60);
+    cpu::extreme_keys<T>(x.data(), m.data(), 3, 5, 4, 2, 9, want.data());
+    gpu::extreme_keys<T>(dx.ptr, dm.ptr, 3, 5, 4, 2, 9, got.ptr, g_stream);
+    compare("extreme_keys " + tname<T>(), got.get(), want);
+  });
+  expect_error("compare bad out shape", [&] {
+    Dev<float> t(20);
+    gpu::compare<float>(CompareOp::kLt, t.ptr, Shape{4, 5}, t.ptr, Shape{5}, reinterpret_cast<bool*>(t.ptr), Shape{5, 4}, g_stream);
+  });
+}
+
 int main() {
   int devices = 0;
   const cudaError_t err = cudaGetDeviceCount(&devices);
@@ -1380,6 +1448,7 @@ int main() {
   group("cast", test_cast);
   group("note_nonfinite", test_note_nonfinite);
   group("layer_norm/rms_norm/dropout", test_norm_dropout);
+  group("compare/where/masked_fill/extreme_keys", test_compare_kernels);
   cudaStreamDestroy(g_stream);
   std::cout << (g_total.failures ? "FAIL: " : "PASS: ") << g_total.cases << " cases, " << g_total.failures
             << " failures\n";

@@ -135,6 +135,21 @@ std::vector<OpCase<T>> op_cases() {
       {"tanh", e, [](In i) { return tanh(i.x); }},
       {"sigmoid", e, [](In i) { return sigmoid(i.x); }},
       {"sqrt", e, [](In i) { return sqrt(abs(i.x)); }},
+      // issue 25: the new functions, pow, var, and the bool-valued kernels through cast and where
+      {"gelu tanh", e, [](In i) { return gelu(i.x, GeluApproximation::kTanh); }},
+      {"rsqrt", e, [](In i) { return rsqrt(abs(i.x) + T(0.1f)); }},
+      {"erf", e, [](In i) { return erf(i.x); }},
+      {"silu", e, [](In i) { return silu(i.x); }},
+      {"pow", e, [](In i) { return pow(abs(i.x) + T(0.5f), i.y); }},
+      {"pow scalar", e, [](In i) { return pow(abs(i.x), 1.5f); }},
+      {"var", r, [](In i) { return var(i.x, {1}); }},
+      {"where", e, [](In i) { return where(i.x > i.y, i.x, sum(i.y, {0}, true)); }},
+      {"masked_fill", e, [](In i) { return masked_fill(i.x, sum(i.y, {0}) < 0.0f, 2.0f); }},
+      {"comparisons", e, [](In i) {
+         return cast<T>(i.x <= i.y) + cast<T>(i.x == i.x) + cast<T>(0.0f != i.y) + cast<T>(i.x >= 0.5f);
+       }},
+      {"logical", e, [](In i) { return cast<T>((i.x > 0.0f) & !(i.y < 0.0f)) + cast<T>((i.x > i.y) | (i.y > 1.0f)); }},
+      {"argmax", e, [](In i) { return cast<T>(argmax(i.x, 1, true)) + cast<T>(argmin(i.x, 0, true)); }},
       {"sum rows", r, [](In i) { return sum(i.x, {1}); }},
       {"sum cols", r, [](In i) { return sum(i.x, {0}); }},
       {"sum all", r, [](In i) { return sum(i.x); }},

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdio>
 
+#include "compare_suite.hpp"
 #include "op_suite.hpp"
 
 using namespace spsd;
@@ -56,4 +57,17 @@ TEST_CASE("mpi ops differential: a placement without rank 0 (sampled)", "[ops]")
   std::vector<int64_t> ranks;
   for (int64_t r = n - 1; r >= 1; --r) ranks.push_back(r);  // reversed order too
   run_on(Placement("cpu", ranks), 3, 11, 23, 0);
+}
+
+// Issue 25: comparisons, masks, argmax/argmin and bool casts (test/common/compare_suite.cpp),
+// sampled, on the world's 1-d mesh and on 2x2 with -np 4.
+TEST_CASE("mpi compare suite: comparisons, masks, argmax (sampled)", "[ops]") {
+  Failures f;
+  spsd_test::CompareSuiteCounts counts;
+  spsd_test::run_compare_suite(Placement("cpu", first_ranks(world_size())), 5, f, counts);
+  if (world_size() == 4) spsd_test::run_compare_suite(Placement("cpu", {{0, 1}, {2, 3}}), 41, f, counts);
+  if (spsd::rank() == 0) std::printf("compare suite: %lld cases on rank 0\n", static_cast<long long>(counts.cases));
+  INFO(f.report());
+  CHECK(f.empty());
+  CHECK(counts.cases > 0);
 }

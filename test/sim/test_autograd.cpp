@@ -96,6 +96,18 @@ std::vector<GradCase> grad_cases() {
       {"pick", {Shape{4, 5}}, [](const Inputs& x) { return pick(x[0], index_tensor(x[0], {1, 4, 0, 1})); }},
       {"cross_entropy", {Shape{4, 5}},
        [](const Inputs& x) { return cross_entropy(x[0], index_tensor(x[0], {3, 0, 4, 1})); }},
+      // issue 25: new functions, pow, var, and the masks (cond from the data: piecewise constant)
+      {"gelu tanh", {m34}, [](const Inputs& x) { return gelu(x[0], GeluApproximation::kTanh); }},
+      {"rsqrt", {m34}, [](const Inputs& x) { return rsqrt(x[0]); }, Domain::kPositive},
+      {"erf", {m34}, [](const Inputs& x) { return erf(x[0]); }},
+      {"silu", {m34}, [](const Inputs& x) { return silu(x[0]); }},
+      {"pow broadcast", {m34, Shape{4}}, [](const Inputs& x) { return pow(x[0], x[1]); }, Domain::kPositive},
+      {"pow scalar", {m34}, [](const Inputs& x) { return pow(x[0], 2.5); }, Domain::kPositive},
+      {"var axis", {m34}, [](const Inputs& x) { return var(x[0], {1}); }},
+      {"var all, correction 0", {m34}, [](const Inputs& x) { return var(x[0], {}, false, 0); }},
+      {"where broadcast", {m34, Shape{4}}, [](const Inputs& x) { return where(x[0] > 0.1, x[0] * 2.0, x[1]); }},
+      {"masked_fill 0", {m34, Shape{4}}, [](const Inputs& x) { return masked_fill(x[0], x[1] < 0.0, 0.0) * x[1]; }},
+      {"masked_fill value", {m34}, [](const Inputs& x) { return masked_fill(x[0], x[0] >= 0.3, 1.5); }},
       {"mlp", {Shape{4, 3}, Shape{3, 5}, Shape{5}},
        [](const Inputs& x) { return log_softmax(relu(matmul(x[0], x[1]) + x[2]), 1); }},
   };
@@ -500,4 +512,17 @@ TEST_CASE("autograd misuse is an Error naming the operation and the values, on e
   });
   INFO(failures.report());
   CHECK(failures.empty());
+}
+
+TEST_CASE("pow: the exponent's gradient is 0 where x == 0 and e >= 0, as torch", "[autograd]") {
+  spsd::simulate(2, [] {
+    const Placement p = mesh_placement(Shape{2});
+    const auto x = from_host(Tensor<double>::from_vector(Shape{2}, {0.0, 2.0}), p, NdSbp({sbp::split(0)}));
+    auto e = from_host(Tensor<double>::from_vector(Shape{2}, {1.5, 0.5}), p, NdSbp({sbp::broadcast}));
+    e.requires_grad_();
+    backward(sum(pow(x, e)));
+    const std::vector<double> g = e.grad().full().to_vector();
+    CHECK(g[0] == 0.0);
+    CHECK(g[1] == Approx(std::sqrt(2.0) * std::log(2.0)).epsilon(1e-12));
+  });
 }

@@ -244,7 +244,12 @@ double unary_ref(kc::UnaryOp op, double x) {
   switch (op) {
     case kc::UnaryOp::kNeg: return -x;
     case kc::UnaryOp::kRelu: return x > 0 ? x : 0;
-    case kc::UnaryOp::kGelu: return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+    case kc::UnaryOp::kGelu: return 0.5 * x * (1 + std::erf(x / std::sqrt(2.0)));
+    case kc::UnaryOp::kGeluTanh:
+      return 0.5 * x * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (x + 0.044715 * x * x * x)));
+    case kc::UnaryOp::kRsqrt: return 1 / std::sqrt(x);
+    case kc::UnaryOp::kErf: return std::erf(x);
+    case kc::UnaryOp::kSilu: return x / (1 + std::exp(-x));
     case kc::UnaryOp::kExp: return std::exp(x);
     case kc::UnaryOp::kLog: return std::log(x);
     case kc::UnaryOp::kTanh: return std::tanh(x);
@@ -257,7 +262,9 @@ double unary_ref(kc::UnaryOp op, double x) {
 
 const std::vector<kc::UnaryOp> kUnaryOps = {kc::UnaryOp::kNeg,  kc::UnaryOp::kRelu,    kc::UnaryOp::kGelu,
                                             kc::UnaryOp::kExp,  kc::UnaryOp::kLog,     kc::UnaryOp::kTanh,
-                                            kc::UnaryOp::kSigmoid, kc::UnaryOp::kSqrt, kc::UnaryOp::kAbs};
+                                            kc::UnaryOp::kSigmoid, kc::UnaryOp::kSqrt, kc::UnaryOp::kAbs,
+                                            kc::UnaryOp::kRsqrt, kc::UnaryOp::kErf, kc::UnaryOp::kSilu,
+                                            kc::UnaryOp::kGeluTanh};
 
 TEMPLATE_TEST_CASE("kernels: unary float ops match <cmath>", "[kernels]", float, double) {
   using T = TestType;
@@ -265,7 +272,7 @@ TEMPLATE_TEST_CASE("kernels: unary float ops match <cmath>", "[kernels]", float,
   for (int64_t n : {0, 1, 7, 16, 37, 100}) {
     for (kc::UnaryOp op : kUnaryOps) {
       auto x = random_values<T>(n, 11 + uint32_t(n));
-      if (op == kc::UnaryOp::kLog || op == kc::UnaryOp::kSqrt)
+      if (op == kc::UnaryOp::kLog || op == kc::UnaryOp::kSqrt || op == kc::UnaryOp::kRsqrt)
         for (T& v : x) v = std::abs(v) + T(0.01);
       std::vector<T> out(n, T(-9));
       kc::unary<T>(op, x.data(), out.data(), n);
@@ -283,6 +290,10 @@ TEMPLATE_TEST_CASE("kernels: unary float ops match <cmath>", "[kernels]", float,
   kc::unary<T>(kc::UnaryOp::kSigmoid, x.data(), out.data(), 2);
   CHECK(out == std::vector<T>{T(0), T(1)});
   kc::unary<T>(kc::UnaryOp::kGelu, x.data(), out.data(), 2);
+  CHECK(out == std::vector<T>{T(0), T(1000)});
+  kc::unary<T>(kc::UnaryOp::kGeluTanh, x.data(), out.data(), 2);
+  CHECK(out == std::vector<T>{T(0), T(1000)});
+  kc::unary<T>(kc::UnaryOp::kSilu, x.data(), out.data(), 2);
   CHECK(out == std::vector<T>{T(0), T(1000)});
 }
 
@@ -333,6 +344,7 @@ T binary_ref(kc::BinaryOp op, T x, T y) {
     case kc::BinaryOp::kDiv: return T(x / y);
     case kc::BinaryOp::kMax: return std::max(x, y);
     case kc::BinaryOp::kMin: return std::min(x, y);
+    case kc::BinaryOp::kPow: return T(std::pow(double(x), double(y)));
   }
   return T(0);
 }

@@ -77,6 +77,7 @@ decltype(auto) with_dtype(DType t, F&& f) {
     case DType::kInt64: return f(int64_t{});
     case DType::kBFloat16: return f(bfloat16{});
     case DType::kFloat16: return f(float16{});
+    case DType::kBool: return f(bool{});
   }
   throw std::logic_error("bad dtype");
 }
@@ -146,7 +147,7 @@ std::vector<MetaCase> scalar_cases(Domain x_domain) {
 }
 
 std::vector<MetaCase> unary_cases(UnaryOp op) {
-  const Domain d = op == UnaryOp::kLog || op == UnaryOp::kSqrt ? Domain::kPositive : Domain::kAny;
+  const Domain d = op == UnaryOp::kLog || op == UnaryOp::kSqrt || op == UnaryOp::kRsqrt ? Domain::kPositive : Domain::kAny;
   std::vector<MetaCase> cases;
   for (DType t : kAll)
     if (kernel::cpu::unary_supports(op, t))
@@ -291,6 +292,73 @@ std::vector<MetaCase> dropout_cases() {
   return cases;
 }
 
+// ---- issue 25: pow, comparisons, masks, argmax keys ----
+std::vector<MetaCase> pow_cases() {
+  std::vector<MetaCase> cases;
+  for (DType t : kFloats)
+    for (const auto& [a, b] : std::vector<std::pair<Shape, Shape>>{{Shape{5, 7}, Shape{5, 7}}, {Shape{5, 1}, Shape{1, 7}}})
+      cases.push_back({{{meta(a, t), Domain::kPositive}, {meta(b, t)}}, {}, {}});
+  return cases;
+}
+
+std::vector<MetaCase> pow_scalar_cases() {
+  std::vector<MetaCase> cases;
+  for (DType t : kFloats)
+    for (const Shape& s : {Shape{5, 7}, Shape{3, 1, 4}})
+      cases.push_back({{{meta(s, t), Domain::kPositive}}, {}, {Scalar::of(2.0), Scalar::of(-0.5), Scalar::of(1.5)}});
+  return cases;
+}
+
+std::vector<MetaCase> compare_cases(const std::vector<DType>& dtypes, bool with_scalars) {
+  std::vector<MetaCase> cases;
+  for (DType t : dtypes) {
+    const std::vector<Scalar> s = !with_scalars ? std::vector<Scalar>{}
+                                  : t == DType::kBool ? std::vector<Scalar>{Scalar::of(false)}  // logical_not: eq(x, false)
+                                                      : scalars_for(t);
+    if (with_scalars) {
+      for (const Shape& shape : {Shape{5, 7}, Shape{3, 1, 4}}) cases.push_back({{{meta(shape, t)}}, {}, s});
+    } else {
+      for (const auto& [a, b] : std::vector<std::pair<Shape, Shape>>{{Shape{5, 7}, Shape{5, 7}}, {Shape{5, 1}, Shape{1, 7}}})
+        cases.push_back({{{meta(a, t)}, {meta(b, t)}}, {}, {}});
+    }
+  }
+  return cases;
+}
+
+std::vector<MetaCase> where_cases() {
+  std::vector<MetaCase> cases;
+  for (DType t : {DType::kFloat64, DType::kInt64, DType::kBool}) {
+    cases.push_back({{{meta(Shape{5, 7}, DType::kBool)}, {meta(Shape{5, 7}, t)}, {meta(Shape{5, 7}, t)}}, {}, {}});
+    cases.push_back({{{meta(Shape{5, 1}, DType::kBool)}, {meta(Shape{7}, t)}, {meta(Shape{5, 7}, t)}}, {}, {}});
+  }
+  return cases;
+}
+
+// attrs [value == 0]; the scalars agree with it.
+std::vector<MetaCase> masked_fill_cases() {
+  std::vector<MetaCase> cases;
+  for (DType t : {DType::kFloat64, DType::kInt64}) {
+    const bool f = t == DType::kFloat64;
+    const Scalar zero = f ? Scalar::of(0.0) : Scalar::of<int64_t>(0);
+    const std::vector<Scalar> nonzero = f ? std::vector<Scalar>{Scalar::of(2.5), Scalar::of(-1.5)}
+                                          : std::vector<Scalar>{Scalar::of<int64_t>(3), Scalar::of<int64_t>(-2)};
+    for (const auto& [x, m] : std::vector<std::pair<Shape, Shape>>{{Shape{5, 7}, Shape{5, 7}}, {Shape{5, 7}, Shape{7}}}) {
+      cases.push_back({{{meta(x, t)}, {meta(m, DType::kBool)}}, {1}, {zero}});
+      cases.push_back({{{meta(x, t)}, {meta(m, DType::kBool)}}, {0}, nonzero});
+    }
+  }
+  return cases;
+}
+
+std::vector<MetaCase> extreme_keys_cases() {  // attrs [axis]
+  std::vector<MetaCase> cases;
+  for (DType t : {DType::kFloat64, DType::kInt64}) {
+    cases.push_back({{{meta(Shape{5, 7}, t)}, {meta(Shape{5, 1}, t)}}, {1}, {}});
+    cases.push_back({{{meta(Shape{5, 7}, t)}, {meta(Shape{1, 7}, t)}}, {0}, {}});
+  }
+  return cases;
+}
+
 const std::vector<OpEntry>& registry() {
   using namespace spsd::detail;
   static const std::vector<OpEntry> ops = {
@@ -336,6 +404,21 @@ const std::vector<OpEntry>& registry() {
       entry<norm_grad_ops::NormGradWeightDef<false>, float, double>(norm_cases(0, true)),
       entry<norm_grad_ops::NormGradWeightDef<true>, float, double>(norm_cases(0, true)),
       entry<DropoutDef, float, double>(dropout_cases()),
+      // issue 25
+      entry<UnaryDef<UnaryOp::kRsqrt>>(unary_cases(UnaryOp::kRsqrt)),
+      entry<UnaryDef<UnaryOp::kErf>>(unary_cases(UnaryOp::kErf)),
+      entry<UnaryDef<UnaryOp::kSilu>>(unary_cases(UnaryOp::kSilu)),
+      entry<UnaryDef<UnaryOp::kGeluTanh>>(unary_cases(UnaryOp::kGeluTanh)),
+      entry<BinaryDef<BinaryOp::kPow>, float, double>(pow_cases()),
+      entry<ScalarDef<BinaryOp::kPow, false>, float, double>(pow_scalar_cases()),
+      entry<CompareDef<kernel::CompareOp::kLt>, bool>(compare_cases(kAll, false)),
+      entry<CompareDef<kernel::CompareOp::kEq>, bool>(compare_cases({DType::kFloat64, DType::kBool}, false)),
+      entry<CompareDef<kernel::CompareOp::kOr>, bool>(compare_cases({DType::kBool}, false)),
+      entry<CompareScalarDef<kernel::CompareOp::kGe>, bool>(compare_cases(kAll, true)),
+      entry<CompareScalarDef<kernel::CompareOp::kEq, true>, bool>(compare_cases({DType::kBool}, true)),
+      entry<WhereDef, double, int64_t, bool>(where_cases()),
+      entry<MaskedFillDef, double, int64_t>(masked_fill_cases()),
+      entry<ExtremeKeysDef, int64_t>(extreme_keys_cases()),
   };
   return ops;
 }
@@ -354,6 +437,7 @@ int64_t uniform_int(Rng& rng, int64_t lo, int64_t hi) {  // [lo, hi]
 
 template <class T>
 T extreme(const InputSpec& in, bool high) {
+  if constexpr (std::is_same_v<T, bool>) return high;
   if (in.domain == Domain::kIndex) return static_cast<T>(high ? in.bound - 1 : 0);
   if constexpr (std::is_integral_v<T>) {
     if (in.domain == Domain::kPositive) return static_cast<T>(high ? 9 : 1);
@@ -366,6 +450,7 @@ T extreme(const InputSpec& in, bool high) {
 
 template <class T>
 T draw(const InputSpec& in, Rng& rng) {
+  if constexpr (std::is_same_v<T, bool>) return (rng() & 1) != 0;
   if (in.domain == Domain::kIndex) return static_cast<T>(uniform_int(rng, 0, in.bound - 1));
   if constexpr (std::is_integral_v<T>) {
     switch (in.domain) {
@@ -739,6 +824,11 @@ void search_missing(const OpEntry& op, MissingReport& rep) {
     const std::vector<Signature> table = op.schema->signatures(metas, mc.attrs);
     for (const Signature& sig : all_signatures(metas, out.shape)) {
       if (std::find(table.begin(), table.end(), sig) != table.end()) continue;
+      // bool has no partial layouts: nothing to search there.
+      bool bool_partial = !allows_partial(out.dtype) && sig.output.is_partial();
+      for (size_t i = 0; i < metas.size(); ++i)
+        bool_partial = bool_partial || (!allows_partial(metas[i].dtype) && sig.inputs[i].is_partial());
+      if (bool_partial) continue;
       if (op.schema->valid && !op.schema->valid(metas, mc.attrs, kMesh, nd_of(sig))) continue;
       ++rep.searched;
       if (!holds(op, mc, c, sig)) continue;

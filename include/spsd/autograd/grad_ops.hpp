@@ -38,6 +38,10 @@ constexpr std::string_view unary_grad_name(UnaryOp k) {
     case UnaryOp::kSqrt: return "sqrt_grad";
     case UnaryOp::kAbs: return "abs_grad";
     case UnaryOp::kNeg: return "neg_grad";
+    case UnaryOp::kRsqrt: return "rsqrt_grad";
+    case UnaryOp::kErf: return "erf_grad";
+    case UnaryOp::kSilu: return "silu_grad";
+    case UnaryOp::kGeluTanh: return "gelu_tanh_grad";
   }
   return "unary_grad";
 }

@@ -2,7 +2,7 @@
 // Explicit instantiation of the public function templates for every element type.
 //
 // The ops, factories and backward are templates over the element type, and spsd supports
-// exactly six (dtype.hpp). Each header lists its templates in a macro X(prefix, T) and expands
+// exactly six numeric ones (dtype.hpp; bool is instantiated by hand where an op takes it). Each header lists its templates in a macro X(prefix, T) and expands
 //   SPSD_FOR_EACH_ELEMENT(X, extern)   in the header: declarations, so a program's translation
 //                                      units call the library's copy instead of compiling their own;
 //   SPSD_FOR_EACH_ELEMENT(X, )         in one file of src/: the definitions, compiled once.

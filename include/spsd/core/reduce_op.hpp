@@ -45,6 +45,8 @@ template <Element T>
 SPSD_HOST_DEVICE constexpr T wrapping_add(T a, T b) {
   if constexpr (is_half_v<T>) {
     return T(static_cast<float>(a) + static_cast<float>(b));
+  } else if constexpr (std::is_same_v<T, bool>) {  // (never reached: bool has no partial layouts)
+    return a || b;
   } else if constexpr (std::is_integral_v<T>) {
     using U = std::make_unsigned_t<T>;
     return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));

@@ -9,6 +9,7 @@
 #include "spsd/kernel/cpu/attention.hpp"
 #include "spsd/kernel/cpu/cast.hpp"
 #include "spsd/kernel/cpu/dropout.hpp"
+#include "spsd/kernel/cpu/compare.hpp"
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
 #include "spsd/kernel/cpu/index.hpp"
@@ -22,6 +23,7 @@
 #if SPSD_HAVE_CUDA
 #include "spsd/kernel/cuda/attention.hpp"
 #include "spsd/kernel/cuda/cast.hpp"
+#include "spsd/kernel/cuda/compare.hpp"
 #include "spsd/kernel/cuda/copy.hpp"
 #include "spsd/kernel/cuda/dropout.hpp"
 #include "spsd/kernel/cuda/elementwise.hpp"
@@ -202,6 +204,32 @@ template <FloatingElement T>
 void dropout(const Target& t, const T* x, T* out, const Box& box, const Shape& global_shape, uint64_t seed,
              uint64_t threshold, double scale) {
   SPSD_ON_TARGET(t, dropout<T>, x, out, box, global_shape, seed, threshold, scale);
+}
+
+// Comparisons, masks and argmax/argmin keys (kernel/cpu/compare.hpp).
+template <Element T>
+void compare(const Target& t, CompareOp op, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape,
+             bool* out, const Shape& out_shape) {
+  SPSD_ON_TARGET(t, compare<T>, op, a, a_shape, b, b_shape, out, out_shape);
+}
+template <Element T>
+void compare_scalar(const Target& t, CompareOp op, const T* a, compute_t<T> s, bool* out, int64_t n) {
+  SPSD_ON_TARGET(t, compare_scalar<T>, op, a, s, out, n);
+}
+template <Element T>
+void where(const Target& t, const bool* cond, const Shape& cond_shape, const T* a, const Shape& a_shape, const T* b,
+           const Shape& b_shape, T* out, const Shape& out_shape) {
+  SPSD_ON_TARGET(t, where<T>, cond, cond_shape, a, a_shape, b, b_shape, out, out_shape);
+}
+template <Element T>
+void masked_fill(const Target& t, const T* x, const Shape& x_shape, const bool* mask, const Shape& mask_shape,
+                 compute_t<T> value, T* out) {
+  SPSD_ON_TARGET(t, masked_fill<T>, x, x_shape, mask, mask_shape, value, out);
+}
+template <Element T>
+void extreme_keys(const Target& t, const T* x, const T* m, int64_t outer, int64_t len, int64_t inner, int64_t offset,
+                  int64_t n, int64_t* keys) {
+  SPSD_ON_TARGET(t, extreme_keys<T>, x, m, outer, len, inner, offset, n, keys);
 }
 
 #undef SPSD_ON_TARGET

@@ -7,6 +7,7 @@
 //                          (C++ leaves those undefined; CUDA's conversion instructions do this)
 //   integer -> floating    to nearest; int -> 16-bit through float
 //   integer -> integer     modulo 2^bits (C++20)
+//   any -> bool            nonzero is true (NaN too, as C++ and torch); bool -> any: 1 or 0
 #include <cstdint>
 #include <type_traits>
 
@@ -19,6 +20,8 @@ template <Element To, Element From>
 SPSD_HOST_DEVICE inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {
     return v;
+  } else if constexpr (std::is_same_v<To, bool>) {
+    return static_cast<compute_t<From>>(v) != compute_t<From>(0);
   } else if constexpr (std::is_integral_v<To> && !std::is_integral_v<From>) {
     // The limits by hand: numeric_limits is not callable from device code without nvcc's
     // --expt-relaxed-constexpr. To is int32_t or int64_t.

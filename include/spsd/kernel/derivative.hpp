@@ -3,8 +3,8 @@
 // loops and the CUDA kernels both inline, so both sides round the same expression.
 //
 // f' is written in terms of the value backward saved: the output y where f' is cheaper from it
-// (exp, tanh, sigmoid, sqrt, relu: f' = y, 1 - y^2, y (1 - y), 1 / (2 y), [y > 0]), else the
-// input x (gelu, log, abs, neg).
+// (exp, tanh, sigmoid, sqrt, relu, rsqrt: f' = y, 1 - y^2, y (1 - y), 1 / (2 y), [y > 0],
+// -y^3 / 2), else the input x (gelu, gelu_tanh, erf, silu, log, abs, neg).
 #include <cmath>
 
 #include "spsd/core/error.hpp"
@@ -23,17 +23,45 @@ using cpu::UnaryOp;
 // Which value f' reads: true for the output y, false for the input x.
 constexpr bool derivative_reads_output(UnaryOp k) {
   return k == UnaryOp::kExp || k == UnaryOp::kTanh || k == UnaryOp::kSigmoid || k == UnaryOp::kSqrt ||
-         k == UnaryOp::kRelu;
+         k == UnaryOp::kRelu || k == UnaryOp::kRsqrt;
 }
 
-// tanh on whichever side compiles the caller.
-template <class T>
-SPSD_HOST_DEVICE inline T portable_tanh(T x) {
+// portable_tanh, _exp, _erf: the function on whichever side compiles the caller (CUDA's float
+// and double overloads on the device, <cmath>'s on the host).
 #if defined(__CUDA_ARCH__)
-  return tanh(x);  // CUDA's float and double overloads
+#define SPSD_PORTABLE_MATH(fn) \
+  template <class T>           \
+  SPSD_HOST_DEVICE inline T portable_##fn(T x) { return fn(x); }
 #else
-  return std::tanh(x);
+#define SPSD_PORTABLE_MATH(fn) \
+  template <class T>           \
+  SPSD_HOST_DEVICE inline T portable_##fn(T x) { return std::fn(x); }
 #endif
+SPSD_PORTABLE_MATH(tanh)
+SPSD_PORTABLE_MATH(exp)
+SPSD_PORTABLE_MATH(erf)
+#undef SPSD_PORTABLE_MATH
+
+// The forward functions the cpu and CUDA kernels share (both round the same expression).
+// gelu(x) = x Phi(x) = x/2 (1 + erf(x / sqrt 2)): exact, torch's default.
+template <class T>
+SPSD_HOST_DEVICE inline T gelu_exact(T x) {
+  return T(0.5) * x * (T(1) + portable_erf(x * T(0.7071067811865476)));
+}
+// x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh approximation (Hendrycks & Gimpel;
+// GPT-2, torch's approximate="tanh"); max error ~1e-3 vs the exact form.
+template <class T>
+SPSD_HOST_DEVICE inline T gelu_tanh(T x) {
+  return T(0.5) * x * (T(1) + portable_tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
+}
+// exp(-x) overflows to inf for very negative x, giving 1 / inf = 0: no NaN.
+template <class T>
+SPSD_HOST_DEVICE inline T sigmoid_of(T x) {
+  return T(1) / (T(1) + portable_exp(-x));
+}
+template <class T>
+SPSD_HOST_DEVICE inline T silu_of(T x) {
+  return x * sigmoid_of(x);
 }
 
 // d f / d x at the saved value s (x or y, see derivative_reads_output).
@@ -47,7 +75,15 @@ SPSD_HOST_DEVICE inline T derivative(T s) {
   else if constexpr (K == UnaryOp::kSqrt) return T(0.5) / s;
   else if constexpr (K == UnaryOp::kAbs) return s > T(0) ? T(1) : s < T(0) ? T(-1) : T(0);
   else if constexpr (K == UnaryOp::kNeg) return T(-1);
-  else {  // gelu, tanh form (cpu::detail::gelu_tanh)
+  else if constexpr (K == UnaryOp::kRsqrt) return T(-0.5) * s * s * s;
+  else if constexpr (K == UnaryOp::kErf) return T(1.1283791670955126) * portable_exp(-s * s);  // 2 / sqrt(pi)
+  else if constexpr (K == UnaryOp::kSilu) {
+    const T sg = sigmoid_of(s);
+    return sg * (T(1) + s * (T(1) - sg));
+  } else if constexpr (K == UnaryOp::kGelu) {  // Phi(x) + x phi(x)
+    return T(0.5) * (T(1) + portable_erf(s * T(0.7071067811865476))) +
+           s * T(0.3989422804014327) * portable_exp(T(-0.5) * s * s);  // 1 / sqrt(2 pi)
+  } else {  // gelu_tanh
     constexpr T c = T(0.7978845608028654), a = T(0.044715);
     const T t = portable_tanh(c * (s + a * s * s * s));
     return T(0.5) * (T(1) + t) + T(0.5) * s * (T(1) - t * t) * c * (T(1) + T(3) * a * s * s);
@@ -74,6 +110,10 @@ void with_derivative(UnaryOp op, Body&& body) {
     case UnaryOp::kSigmoid: return body(DerivativeTimes<UnaryOp::kSigmoid>{});
     case UnaryOp::kSqrt: return body(DerivativeTimes<UnaryOp::kSqrt>{});
     case UnaryOp::kAbs: return body(DerivativeTimes<UnaryOp::kAbs>{});
+    case UnaryOp::kRsqrt: return body(DerivativeTimes<UnaryOp::kRsqrt>{});
+    case UnaryOp::kErf: return body(DerivativeTimes<UnaryOp::kErf>{});
+    case UnaryOp::kSilu: return body(DerivativeTimes<UnaryOp::kSilu>{});
+    case UnaryOp::kGeluTanh: return body(DerivativeTimes<UnaryOp::kGeluTanh>{});
   }
   ::spsd::detail::throw_error("unary_grad", "invalid op value ", static_cast<int>(op));
 }

@@ -9,8 +9,10 @@
 
 namespace spsd::kernel::cpu {
 
-enum class UnaryOp { kNeg, kRelu, kGelu, kExp, kLog, kTanh, kSigmoid, kSqrt, kAbs };
-enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin };
+// kGelu is exact (x * Phi(x), erf), kGeluTanh the tanh approximation (torch's approximate="tanh").
+enum class UnaryOp { kNeg, kRelu, kGelu, kExp, kLog, kTanh, kSigmoid, kSqrt, kAbs, kRsqrt, kErf, kSilu, kGeluTanh };
+// kPow: floating types only (binary_supports).
+enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
 
 constexpr std::string_view to_string(UnaryOp op) {
   switch (op) {
@@ -23,6 +25,10 @@ constexpr std::string_view to_string(UnaryOp op) {
     case UnaryOp::kSigmoid: return "sigmoid";
     case UnaryOp::kSqrt: return "sqrt";
     case UnaryOp::kAbs: return "abs";
+    case UnaryOp::kRsqrt: return "rsqrt";
+    case UnaryOp::kErf: return "erf";
+    case UnaryOp::kSilu: return "silu";
+    case UnaryOp::kGeluTanh: return "gelu_tanh";
   }
   return "invalid unary op";
 }
@@ -36,6 +42,7 @@ constexpr std::string_view to_string(BinaryOp op) {
     case BinaryOp::kDiv: return "div";
     case BinaryOp::kMax: return "maximum";
     case BinaryOp::kMin: return "minimum";
+    case BinaryOp::kPow: return "pow";
   }
   return "invalid binary op";
 }
@@ -48,5 +55,8 @@ constexpr bool unary_supports(UnaryOp op, DType t) {
   if (is_floating(t)) return true;
   return op == UnaryOp::kNeg || op == UnaryOp::kRelu || op == UnaryOp::kAbs;
 }
+
+// pow needs floats (an integer power overflows or truncates); the rest take every numeric type.
+constexpr bool binary_supports(BinaryOp op, DType t) { return is_floating(t) || op != BinaryOp::kPow; }
 
 }  // namespace spsd::kernel::cpu

@@ -39,7 +39,10 @@ struct CastDef {
     if (is_floating(in[0].dtype) && is_floating(target(attrs))) t.push_back(uniform_signature(1, sbp::partial_sum));
     const bool wraps = !is_floating(in[0].dtype) && !is_floating(target(attrs)) &&
                        size_of(target(attrs)) < size_of(in[0].dtype);  // not monotone
-    if (!wraps) t.insert(t.end(), {uniform_signature(1, sbp::partial_max), uniform_signature(1, sbp::partial_min)});
+    // bool has no partial layouts: max(bool(a), bool(b)) is not bool(max(a, b)) for negative a.
+    const bool partial = allows_partial(in[0].dtype) && allows_partial(target(attrs));
+    if (!wraps && partial)
+      t.insert(t.end(), {uniform_signature(1, sbp::partial_max), uniform_signature(1, sbp::partial_min)});
     t.push_back(uniform_signature(1, sbp::broadcast));
     return t;
   }
@@ -77,5 +80,6 @@ GlobalTensor<U> cast(const GlobalTensor<T>& x) {
 // Compiled into the library (core/instances.hpp).
 #define SPSD_CAST_INSTANCES(prefix, U) prefix template GlobalTensor<U> detail::cast_to<U>(const detail::InputRef&);
 SPSD_FOR_EACH_ELEMENT(SPSD_CAST_INSTANCES, extern)
+SPSD_CAST_INSTANCES(extern, bool)
 
 }  // namespace spsd

@@ -126,6 +126,7 @@ InputRef input_ref(const GlobalTensor<T>& t) {
 template <Element T>
 GlobalTensor<T> recorded(std::string_view op, std::span<const InputRef> inputs, const OpAttrs& attrs,
                          const Scalar& scalar, GlobalTensor<T> out) {
+  if constexpr (!FloatingElement<T>) return out;  // integer and bool outputs carry no gradient
   for (const InputRef& in : inputs)
     if (*in.autograd && (*in.autograd)->requires_grad) {
       hooks.record_op(op, attrs, scalar, inputs, out.data(), out.autograd_meta());

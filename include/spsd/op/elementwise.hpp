@@ -1,8 +1,12 @@
 #pragma once
-// Element-wise global ops: binary with numpy broadcasting (add, sub, mul, div), their scalar
-// forms, and unary functions. Partial rules follow from the math:
+// Element-wise global ops: binary with numpy broadcasting (add, sub, mul, div, pow), their
+// scalar forms, and unary functions (neg, relu, gelu, exp, log, tanh, sigmoid, sqrt, abs, rsqrt,
+// erf, silu). Every op has S(d) -> S(d) (numpy-broadcast splits for binary ops) and B -> B.
+// Partial rules follow from the math:
 //   linear:      P(sum) + P(sum), P(sum) * B, P(sum) / B, -P(sum), P(sum) * s  -> P(sum)
-//   monotone f:  f(P(max)) = P(max) for relu, exp, tanh, sigmoid; -P(max) = P(min) (floats)
+//   monotone f:  f(P(max)) = P(max) for relu, exp, tanh, sigmoid, erf; -P(max) = P(min) (floats)
+//                (not gelu or silu: not monotone; not rsqrt or log: undefined on the padding)
+//   pow:         none (neither linear nor monotone in both operands)
 //   shift:       P(max) + B = P(max), B - P(max) = P(min) (floats: adding to the identity
 //                -inf-like padding stays below every real value)
 #include <concepts>
@@ -48,6 +52,7 @@ struct BinaryDef {
 
   static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) {
     SPSD_CHECK(in[0].dtype == in[1].dtype, name, "dtypes differ: ", in[0].dtype, " and ", in[1].dtype);
+    SPSD_CHECK(kernel::cpu::binary_supports(K, in[0].dtype), name, "is not defined for ", in[0].dtype, " tensors");
     return {broadcast_shapes(name, in[0].shape, in[1].shape), in[0].dtype};
   }
 
@@ -95,9 +100,13 @@ struct ScalarDef {
                                                        : (K == BinaryOp::kAdd   ? "add_scalar"
                                                           : K == BinaryOp::kSub ? "sub_scalar"
                                                           : K == BinaryOp::kMul ? "mul_scalar"
+                                                          : K == BinaryOp::kPow ? "pow_scalar"
                                                                                 : "div_scalar");
 
-  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) { return in[0]; }
+  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) {
+    SPSD_CHECK(kernel::cpu::binary_supports(K, in[0].dtype), name, "is not defined for ", in[0].dtype, " tensors");
+    return in[0];
+  }
 
   static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs&) {
     std::vector<Signature> t;
@@ -150,7 +159,8 @@ struct UnaryDef {
         t.insert(t.end(), {{{sbp::partial_max}, sbp::partial_min}, {{sbp::partial_min}, sbp::partial_max}});
     }
     // Non-decreasing and defined everywhere (the identity padding included).
-    constexpr bool monotone = K == UnaryOp::kRelu || K == UnaryOp::kExp || K == UnaryOp::kTanh || K == UnaryOp::kSigmoid;
+    constexpr bool monotone = K == UnaryOp::kRelu || K == UnaryOp::kExp || K == UnaryOp::kTanh ||
+                              K == UnaryOp::kSigmoid || K == UnaryOp::kErf;
     if constexpr (monotone)
       t.insert(t.end(), {uniform_signature(1, sbp::partial_max), uniform_signature(1, sbp::partial_min)});
     t.push_back(uniform_signature(1, sbp::broadcast));
@@ -164,6 +174,10 @@ struct UnaryDef {
 };
 
 }  // namespace detail
+
+// gelu's form: kNone is exact, x Phi(x) (torch's default); kTanh the tanh approximation
+// (torch's approximate="tanh", GPT-2's), within ~1e-3 of it.
+enum class GeluApproximation { kNone, kTanh };
 
 template <Element T>
 GlobalTensor<T> add(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
@@ -180,6 +194,13 @@ GlobalTensor<T> mul(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
 template <Element T>
 GlobalTensor<T> div(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
   return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kDiv>>({}, {}, a, b);
+}
+
+// x ** e element-wise with numpy broadcasting; floating types only. Backward: d/dx = e x^(e-1),
+// d/de = x^e log x (NaN for x < 0; 0 where x == 0 and e >= 0, as torch).
+template <Element T>
+GlobalTensor<T> pow(const GlobalTensor<T>& x, const GlobalTensor<T>& e) {
+  return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kPow>>({}, {}, x, e);
 }
 
 // Scalar forms: x op s, and s op x for the non-commutative ones. The scalar is a compute_t<T>:
@@ -208,6 +229,10 @@ template <Element T>
 GlobalTensor<T> div(compute_t<T> s, const GlobalTensor<T>& x) {
   return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kDiv, true>>({}, Scalar::of<compute_t<T>>(s), x);
 }
+template <Element T>
+GlobalTensor<T> pow(const GlobalTensor<T>& x, compute_t<T> e) {
+  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kPow, false>>({}, Scalar::of<compute_t<T>>(e), x);
+}
 
 #define SPSD_UNARY_OP(fn, kind)                                             \
   template <Element T>                                                      \
@@ -216,14 +241,26 @@ GlobalTensor<T> div(compute_t<T> s, const GlobalTensor<T>& x) {
   }
 SPSD_UNARY_OP(neg, kNeg)
 SPSD_UNARY_OP(relu, kRelu)
-SPSD_UNARY_OP(gelu, kGelu)
 SPSD_UNARY_OP(exp, kExp)
 SPSD_UNARY_OP(log, kLog)
 SPSD_UNARY_OP(tanh, kTanh)
 SPSD_UNARY_OP(sigmoid, kSigmoid)
 SPSD_UNARY_OP(sqrt, kSqrt)
 SPSD_UNARY_OP(abs, kAbs)
+SPSD_UNARY_OP(rsqrt, kRsqrt)  // 1 / sqrt(x)
+SPSD_UNARY_OP(erf, kErf)
+SPSD_UNARY_OP(silu, kSilu)    // x * sigmoid(x)
 #undef SPSD_UNARY_OP
+
+// gelu(x) = x Phi(x) = x/2 (1 + erf(x / sqrt 2)), or the tanh form (op name "gelu_tanh").
+template <Element T>
+GlobalTensor<T> gelu(const GlobalTensor<T>& x, GeluApproximation approximate = GeluApproximation::kNone) {
+  if (approximate == GeluApproximation::kTanh)
+    return detail::apply<detail::UnaryDef<kernel::cpu::UnaryOp::kGeluTanh>>({}, {}, x);
+  SPSD_CHECK(approximate == GeluApproximation::kNone, "gelu", "invalid approximation value ",
+             static_cast<int>(approximate));
+  return detail::apply<detail::UnaryDef<kernel::cpu::UnaryOp::kGelu>>({}, {}, x);
+}
 
 template <Element T>
 GlobalTensor<T> operator+(const GlobalTensor<T>& a, const GlobalTensor<T>& b) { return add(a, b); }
@@ -266,7 +303,12 @@ GlobalTensor<T> operator/(compute_t<T> s, const GlobalTensor<T>& x) { return div
   prefix template GlobalTensor<T> div<T>(compute_t<T>, const GlobalTensor<T>&);         \
   prefix template GlobalTensor<T> neg<T>(const GlobalTensor<T>&);                                  \
   prefix template GlobalTensor<T> relu<T>(const GlobalTensor<T>&);                                 \
-  prefix template GlobalTensor<T> gelu<T>(const GlobalTensor<T>&);                                 \
+  prefix template GlobalTensor<T> gelu<T>(const GlobalTensor<T>&, GeluApproximation);              \
+  prefix template GlobalTensor<T> rsqrt<T>(const GlobalTensor<T>&);                                \
+  prefix template GlobalTensor<T> erf<T>(const GlobalTensor<T>&);                                  \
+  prefix template GlobalTensor<T> silu<T>(const GlobalTensor<T>&);                                 \
+  prefix template GlobalTensor<T> pow<T>(const GlobalTensor<T>&, const GlobalTensor<T>&);          \
+  prefix template GlobalTensor<T> pow<T>(const GlobalTensor<T>&, compute_t<T>);                    \
   prefix template GlobalTensor<T> exp<T>(const GlobalTensor<T>&);                                  \
   prefix template GlobalTensor<T> log<T>(const GlobalTensor<T>&);                                  \
   prefix template GlobalTensor<T> tanh<T>(const GlobalTensor<T>&);                                 \

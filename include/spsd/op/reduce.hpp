@@ -27,6 +27,7 @@
 #include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/op/dispatch.hpp"
+#include "spsd/op/elementwise.hpp"
 
 namespace spsd {
 
@@ -158,7 +159,28 @@ GlobalTensor<T> min(const GlobalTensor<T>& x, std::vector<int64_t> axes = {}, bo
   return detail::reduce_op<detail::ReduceDef<ReduceOp::kMin, false>>(x, axes, keepdim);
 }
 
+// The variance over axes with Bessel's correction: sum((x - mean)^2) / (N - correction), N the
+// count of reduced elements; correction 1 (the default, torch's) is the sample variance, 0 the
+// population variance. Floating types. N - correction <= 0 divides by 0, as torch does (it
+// warns): NaN, or inf where the squares sum to nonzero; a negative correction is an spsd::Error.
+// Composed of global ops (mean, sub, mul, sum, div), so its layouts and backward follow theirs:
+// on a split reduced axis the mean is a P(sum) all-reduced to B (one element per kept
+// position), the squared deviations stay split and their sum is a P(sum), never a gather.
+template <FloatingElement T>
+GlobalTensor<T> var(const GlobalTensor<T>& x, std::vector<int64_t> axes = {}, bool keepdim = false,
+                    int64_t correction = 1) {
+  SPSD_CHECK(correction >= 0, "var", "correction must be >= 0, got ", correction);
+  const std::vector<int64_t> reduced = detail::normalize_axes("var", x.shape(), axes);
+  int64_t n = 1;
+  for (int64_t a : reduced) n *= x.shape()[a];
+  const GlobalTensor<T> d = x - mean(x, reduced, true);
+  return sum(d * d, reduced, keepdim) / static_cast<compute_t<T>>(std::max<int64_t>(n - correction, 0));
+}
+
 // Compiled into the library (core/instances.hpp).
+#define SPSD_VAR_INSTANCES(prefix, T) \
+  prefix template GlobalTensor<T> var<T>(const GlobalTensor<T>&, std::vector<int64_t>, bool, int64_t);
+SPSD_FOR_EACH_FLOATING(SPSD_VAR_INSTANCES, extern)
 #define SPSD_REDUCE_INSTANCES(prefix, T)                                                  \
   prefix template GlobalTensor<T> sum<T>(const GlobalTensor<T>&, std::vector<int64_t>, bool);  \
   prefix template GlobalTensor<T> mean<T>(const GlobalTensor<T>&, std::vector<int64_t>, bool); \

@@ -23,6 +23,7 @@ namespace detail {
 template <Element T>
 bool start_factory(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
   check_global_layout(op, shape, placement, nd_sbp);
+  check_layout_dtype(op, dtype_of<T>, nd_sbp);
   if (!placement.contains(rank())) return false;
   note_op(placement.ranks(), std::make_shared<const OpIdentity>(std::string(op) + "(" + shape.to_string() + " " +
                                                                 std::string(to_string(dtype_of<T>)) + " " +
@@ -148,6 +149,7 @@ GlobalTensor<T> randn(const Shape& shape, const Placement& placement, const NdSb
 template <Element T>
 GlobalTensor<T> from_host(const Tensor<T>& given, const Placement& placement, const NdSbp& nd_sbp) {
   detail::check_global_layout("from_host", given.shape(), placement, normalize_axes(nd_sbp, given.shape().ndim()));
+  detail::check_layout_dtype("from_host", dtype_of<T>, nd_sbp);
   // An undefined Tensor (shape (), no storage) would be read as one element.
   SPSD_CHECK(!detail::is_undefined(given), "from_host", "the tensor is undefined (shape ",
              given.shape(), ", no storage); pass Tensor::from_vector or a shaped Tensor");
@@ -181,6 +183,7 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
   check_placement("to_global", placement);
   SPSD_CHECK(placement.contains(rank()), "to_global", "rank ", rank(), " is not in ", placement,
              ", so it cannot infer the global shape: pass global_shape");
+  detail::check_layout_dtype("to_global", dtype_of<T>, nd_sbp);
   std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape(), detail::is_undefined(local));
   const NdSbp normalized = normalize_axes(nd_sbp, local.shape().ndim());
   Shape global = detail::infer_global_shape("to_global", placement, normalized, locals);
@@ -192,6 +195,7 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
                           const Shape& global_shape) {
   const NdSbp nd_sbp = normalize_axes(given, global_shape.ndim());
   detail::check_global_layout("to_global", global_shape, placement, nd_sbp);
+  detail::check_layout_dtype("to_global", dtype_of<T>, nd_sbp);
   if (!placement.contains(rank())) return GlobalTensor<T>(global_shape, placement, nd_sbp, Tensor<T>());
   std::vector<Shape> locals = detail::gather_local_shapes("to_global", placement, local.shape(), detail::is_undefined(local));
   detail::check_local_shapes("to_global", global_shape, placement, nd_sbp, locals);
@@ -212,6 +216,7 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
   prefix template GlobalTensor<T> rand<T>(const Shape&, const Placement&, const NdSbp&, uint64_t);     \
   prefix template GlobalTensor<T> randn<T>(const Shape&, const Placement&, const NdSbp&, uint64_t);
 SPSD_FOR_EACH_ELEMENT(SPSD_FACTORY_INSTANCES, extern)
+SPSD_FACTORY_INSTANCES(extern, bool)
 SPSD_FOR_EACH_FLOATING(SPSD_RANDOM_FACTORY_INSTANCES, extern)
 
 }  // namespace spsd

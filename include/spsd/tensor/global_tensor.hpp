@@ -28,6 +28,8 @@ struct GlobalData {
 
 // Throws unless nd_sbp fits shape and placement, and the placement fits the world.
 void check_global_layout(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp);
+// Throws when nd_sbp has a partial axis and dtype has no partial layouts (bool: allows_partial).
+void check_layout_dtype(std::string_view op, DType dtype, const NdSbp& nd_sbp);
 // Throws unless local, this rank's piece (at mesh coordinates coords), holds the bytes of its box:
 // a raw GlobalTensor's piece may be missing or short. Errors name op and what ("src"; with index
 // >= 0, "input <index>").

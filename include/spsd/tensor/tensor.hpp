@@ -32,7 +32,13 @@ class Tensor {
                " needs ", shape.numel(), " values, got ", values.size());
     const int64_t bytes = shape.numel() * static_cast<int64_t>(sizeof(T));
     Tensor t(std::move(shape), Storage::allocate_uninitialized(bytes, device));
-    detail::copy_bytes(t.data(), device, values.data(), DeviceType::kCPU, bytes);
+    if constexpr (std::is_same_v<T, bool>) {  // std::vector<bool> packs bits: one byte per element here
+      const std::unique_ptr<bool[]> bytes_of(new bool[values.size()]);
+      std::copy(values.begin(), values.end(), bytes_of.get());
+      detail::copy_bytes(t.data(), device, bytes_of.get(), DeviceType::kCPU, bytes);
+    } else {
+      detail::copy_bytes(t.data(), device, values.data(), DeviceType::kCPU, bytes);
+    }
     return t;
   }
 
@@ -48,9 +54,13 @@ class Tensor {
   // A host copy; for device memory it waits for the kernels that write it.
   std::vector<T> to_vector() const {
     if (device_type() == DeviceType::kCPU) return std::vector<T>(data(), data() + numel());
-    std::vector<T> host(static_cast<size_t>(numel()));
-    detail::copy_bytes(host.data(), DeviceType::kCPU, data(), device_type(), numel() * static_cast<int64_t>(sizeof(T)));
-    return host;
+    if constexpr (std::is_same_v<T, bool>) {  // through bytes (std::vector<bool> packs bits)
+      return Tensor(shape_, storage_).to(DeviceType::kCPU).to_vector();
+    } else {
+      std::vector<T> host(static_cast<size_t>(numel()));
+      detail::copy_bytes(host.data(), DeviceType::kCPU, data(), device_type(), numel() * static_cast<int64_t>(sizeof(T)));
+      return host;
+    }
   }
   // This tensor in another memory space (itself when it is there already).
   Tensor to(DeviceType device) const {

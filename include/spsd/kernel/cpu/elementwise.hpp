@@ -54,17 +54,11 @@ void with_binary_fn(BinaryOp op, Body&& body) {
     case BinaryOp::kDiv: return body([](C x, C y) { return checked_div(x, y); });
     case BinaryOp::kMax: return body([](C x, C y) { return x < y ? y : x; });
     case BinaryOp::kMin: return body([](C x, C y) { return y < x ? y : x; });
+    case BinaryOp::kPow:
+      if constexpr (std::is_floating_point_v<C>) return body([](C x, C y) { return std::pow(x, y); });
+      ::spsd::detail::throw_error("pow", "is not defined for ", dtype_of<T>, " tensors");
   }
   ::spsd::detail::throw_error("binary", "invalid op value ", static_cast<int>(op));
-}
-
-// gelu(x) = x/2 * (1 + tanh(sqrt(2/pi) * (x + 0.044715 x^3))): the tanh approximation of
-// x * Phi(x) (Hendrycks & Gimpel; GPT-2, torch's approximate="tanh"); max error ~1e-3 vs erf.
-template <std::floating_point T>
-inline T gelu_tanh(T x) {
-  constexpr T kSqrt2OverPi = T(0.7978845608028654);
-  constexpr T kCubic = T(0.044715);
-  return T(0.5) * x * (T(1) + std::tanh(kSqrt2OverPi * (x + kCubic * x * x * x)));
 }
 
 template <Element T, class Body>
@@ -83,12 +77,15 @@ void with_unary_fn(UnaryOp op, Body&& body) {
     switch (op) {
       case UnaryOp::kNeg: return body([](C x) { return -x; });
       case UnaryOp::kRelu: return body([](C x) { return x < C(0) ? C(0) : x; });  // relu(NaN) = NaN
-      case UnaryOp::kGelu: return body([](C x) { return gelu_tanh(x); });
+      case UnaryOp::kGelu: return body([](C x) { return gelu_exact(x); });
+      case UnaryOp::kGeluTanh: return body([](C x) { return gelu_tanh(x); });
+      case UnaryOp::kErf: return body([](C x) { return std::erf(x); });
+      case UnaryOp::kSilu: return body([](C x) { return silu_of(x); });
+      case UnaryOp::kRsqrt: return body([](C x) { return C(1) / std::sqrt(x); });
       case UnaryOp::kExp: return body([](C x) { return std::exp(x); });
       case UnaryOp::kLog: return body([](C x) { return std::log(x); });
       case UnaryOp::kTanh: return body([](C x) { return std::tanh(x); });
-      // exp(-x) overflows to inf for very negative x, giving 1/inf = 0: no NaN.
-      case UnaryOp::kSigmoid: return body([](C x) { return C(1) / (C(1) + std::exp(-x)); });
+      case UnaryOp::kSigmoid: return body([](C x) { return sigmoid_of(x); });
       case UnaryOp::kSqrt: return body([](C x) { return std::sqrt(x); });
       case UnaryOp::kAbs: return body([](C x) { return std::abs(x); });
     }
