@@ -31,6 +31,7 @@
 #include "train/checkpoint.hpp"
 #include "train/fashion_mnist.hpp"
 #include "train/mlp.hpp"
+#include "train/options.hpp"
 
 using namespace spsd;
 using examples::Dataset;
@@ -67,26 +68,17 @@ Options parse(int argc, char** argv) {
     else if (a == "--lr") o.lr = std::stod(v);
     else SPSD_CHECK(false, "07_train_mlp", "unknown option ", a);
   }
-  SPSD_CHECK(o.device.empty() || o.device == "cpu" || o.device == "cuda", "07_train_mlp",
-             "--device must be cpu or cuda, got \"", o.device, "\"");
-  if (o.device.empty()) o.device = cuda_available() ? "cuda" : "cpu";
-  SPSD_CHECK(o.dtype == "float32" || o.dtype == "bfloat16" || o.dtype == "float16", "07_train_mlp",
-             "--dtype must be float32, bfloat16 or float16, got \"", o.dtype, "\"");
+  o.device = examples::checked_device("07_train_mlp", o.device);
+  examples::check_dtype("07_train_mlp", o.dtype);
   return o;
 }
 
-// The model's logits for a batch, computed in C (16-bit: mixed precision), as float32.
-template <FloatingElement C>
-GlobalTensor<float> logits_in(const examples::Mlp<float>& model, const Dataset& d, const std::vector<int64_t>& rows,
-                              const examples::MlpLayouts& l) {
-  return cast<float>(model(examples::image_batch<C>(d, rows, l.placement, l.x)));
-}
-
+// The model's logits for a batch, computed in --dtype (16-bit: mixed precision), as float32.
 GlobalTensor<float> logits(const std::string& dtype, const examples::Mlp<float>& model, const Dataset& d,
                            const std::vector<int64_t>& rows, const examples::MlpLayouts& l) {
-  if (dtype == "bfloat16") return logits_in<bfloat16>(model, d, rows, l);
-  if (dtype == "float16") return logits_in<float16>(model, d, rows, l);
-  return logits_in<float>(model, d, rows, l);
+  return examples::with_compute_type(dtype, [&]<FloatingElement C>() {
+    return cast<float>(model(examples::image_batch<C>(d, rows, l.placement, l.x)));
+  });
 }
 
 // done: the epoch's samples so far; rate: those this run trained on (fewer in a resumed epoch).

@@ -25,6 +25,7 @@
 #include <string>
 
 #include "train/gpt.hpp"
+#include "train/options.hpp"
 #include "train/text.hpp"
 
 using namespace spsd;
@@ -66,27 +67,18 @@ Options parse(int argc, char** argv) {
     else if (a == "--seed") o.seed = std::stoull(v);
     else SPSD_CHECK(false, "08_gpt", "unknown option ", a);
   }
-  SPSD_CHECK(o.device.empty() || o.device == "cpu" || o.device == "cuda", "08_gpt",
-             "--device must be cpu or cuda, got \"", o.device, "\"");
-  if (o.device.empty()) o.device = cuda_available() ? "cuda" : "cpu";
-  SPSD_CHECK(o.dtype == "float32" || o.dtype == "bfloat16" || o.dtype == "float16", "08_gpt",
-             "--dtype must be float32, bfloat16 or float16, got \"", o.dtype, "\"");
+  o.device = examples::checked_device("08_gpt", o.device);
+  examples::check_dtype("08_gpt", o.dtype);
   return o;
 }
 
-// The loss of a batch, the forward in C and the loss in float32.
-template <FloatingElement C>
-GlobalTensor<float> loss_in(const examples::Gpt<float>& model, const GlobalTensor<int64_t>& inputs,
-                            const GlobalTensor<int64_t>& targets, uint64_t dropout_seed) {
-  return cross_entropy(cast<float>(model.template operator()<C>(inputs, dropout_seed)), targets);
-}
-
+// The loss of a batch: the forward in --dtype, the loss in float32.
 GlobalTensor<float> loss_of(const std::string& dtype, const examples::Gpt<float>& model,
                             const GlobalTensor<int64_t>& inputs, const GlobalTensor<int64_t>& targets,
                             uint64_t dropout_seed) {
-  if (dtype == "bfloat16") return loss_in<bfloat16>(model, inputs, targets, dropout_seed);
-  if (dtype == "float16") return loss_in<float16>(model, inputs, targets, dropout_seed);
-  return loss_in<float>(model, inputs, targets, dropout_seed);
+  return examples::with_compute_type(dtype, [&]<FloatingElement C>() {
+    return cross_entropy(cast<float>(model.template operator()<C>(inputs, dropout_seed)), targets);
+  });
 }
 
 void progress(int64_t step, int64_t steps, double tokens_per_s, double loss, bool last) {

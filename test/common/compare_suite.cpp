@@ -6,6 +6,7 @@
 #include <type_traits>
 
 #include "boxing_suite.hpp"
+#include "reference_loops.hpp"
 
 namespace spsd_test {
 
@@ -13,20 +14,13 @@ using namespace spsd;
 
 namespace {
 
-uint64_t mix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
-
 // Multiples of 1/2 in [-2, 2] (integers: -3..3; bool: a coin): few distinct values, so equality
 // and ties happen.
 template <class T>
 Tensor<T> values(const Shape& shape, uint64_t seed) {
   std::vector<T> v(shape.numel());
   for (int64_t g = 0; g < shape.numel(); ++g) {
-    const uint64_t r = mix(seed * 131 + static_cast<uint64_t>(g));
+    const uint64_t r = splitmix(seed * 131 + static_cast<uint64_t>(g));
     if constexpr (std::is_same_v<T, bool>) v[g] = (r & 1) != 0;
     else if constexpr (std::is_integral_v<T>) v[g] = static_cast<T>(static_cast<int64_t>(r % 7) - 3);
     else v[g] = static_cast<T>((static_cast<double>(r % 9) - 4.0) / 2.0);
@@ -35,28 +29,7 @@ Tensor<T> values(const Shape& shape, uint64_t seed) {
 }
 
 // Row-major index into `in` (right-aligned, size-1 axes stretch) of output index g.
-int64_t read_index(const Shape& in, const Shape& out, int64_t g) {
-  std::vector<int64_t> idx(out.ndim());
-  for (int64_t d = out.ndim() - 1; d >= 0; --d) {
-    idx[d] = g % out[d];
-    g /= out[d];
-  }
-  const int64_t off = out.ndim() - in.ndim();
-  int64_t r = 0;
-  for (int64_t d = 0; d < in.ndim(); ++d) r = r * in[d] + (in[d] == 1 ? 0 : idx[off + d]);
-  return r;
-}
-
-Shape broadcast(const Shape& a, const Shape& b) {
-  const int64_t n = std::max(a.ndim(), b.ndim());
-  std::vector<int64_t> dims(n);
-  for (int64_t d = 0; d < n; ++d) {
-    const int64_t x = d - (n - a.ndim()) >= 0 ? a[d - (n - a.ndim())] : 1;
-    const int64_t y = d - (n - b.ndim()) >= 0 ? b[d - (n - b.ndim())] : 1;
-    dims[d] = x == 1 ? y : x;
-  }
-  return Shape(std::move(dims));
-}
+int64_t read_index(const Shape& in, const Shape& out, int64_t g) { return broadcast_offset(in, unravel(g, out)); }
 
 // A host tensor of any element type, type-erased for the driver.
 struct HostInput {
@@ -126,7 +99,7 @@ void add_compare_cases(std::vector<Case>& cases) {
   for (const Op& op : ops) {
     for (const auto& [sa, sb] : shapes) {
       const Tensor<T> a = values<T>(sa, 1), b = values<T>(sb, 2);
-      const Shape out = broadcast(sa, sb);
+      const Shape out = ref_broadcast(sa, sb);
       cases.push_back({std::string(op.name) + " " + name_of<T>(), {sa, sb}, {partial_ok, partial_ok},
                        [a, b, f = op.tt](const Placement& p, const std::vector<NdSbp>& l, bool lop) {
                          return doubles(f(build(a, p, l[0], lop), build(b, p, l[1], lop)).full());
@@ -275,7 +248,7 @@ void run_case(const Case& c, const Placement& placement, int64_t stride, Failure
     product *= layouts.back().size();
   }
   const std::vector<double> expected = c.reference();
-  const uint64_t phase = mix(std::hash<std::string>{}(c.name)) % static_cast<uint64_t>(stride);
+  const uint64_t phase = splitmix(std::hash<std::string>{}(c.name)) % static_cast<uint64_t>(stride);
   for (size_t index = 0; index < product; ++index) {
     if (index % static_cast<size_t>(stride) != phase) continue;
     std::vector<NdSbp> pick;

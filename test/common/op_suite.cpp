@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "boxing_suite.hpp"
+#include "reference_loops.hpp"
 
 namespace spsd_test {
 
@@ -39,13 +40,6 @@ namespace {
 
 // ---------------------------------------------------------------------------------------------
 // Deterministic host values (the same on every rank: from_host checks it).
-
-uint64_t splitmix(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ull;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
-  return x ^ (x >> 31);
-}
 
 uint64_t hash_text(const std::string& s) {
   uint64_t h = 1469598103934665603ull;
@@ -83,34 +77,6 @@ Tensor<T> host_tensor(const Shape& shape, uint64_t seed, Domain d) {
 
 // ---------------------------------------------------------------------------------------------
 // References: plain loops on whole host tensors.
-
-Shape ref_broadcast(const Shape& a, const Shape& b) {
-  const int64_t n = std::max(a.ndim(), b.ndim());
-  std::vector<int64_t> dims(n);
-  for (int64_t d = 0; d < n; ++d) {
-    const int64_t x = d - (n - a.ndim()) >= 0 ? a[d - (n - a.ndim())] : 1;
-    const int64_t y = d - (n - b.ndim()) >= 0 ? b[d - (n - b.ndim())] : 1;
-    dims[d] = x == 1 ? y : x;
-  }
-  return Shape(std::move(dims));
-}
-
-// Row-major index of `in` read at output index idx (in right-aligned; size-1 axes stretch).
-int64_t broadcast_offset(const Shape& in, const std::vector<int64_t>& idx) {
-  const int64_t off = static_cast<int64_t>(idx.size()) - in.ndim();
-  int64_t g = 0;
-  for (int64_t d = 0; d < in.ndim(); ++d) g = g * in[d] + (in[d] == 1 ? 0 : idx[off + d]);
-  return g;
-}
-
-std::vector<int64_t> unravel(int64_t g, const Shape& shape) {
-  std::vector<int64_t> idx(shape.ndim());
-  for (int64_t d = shape.ndim() - 1; d >= 0; --d) {
-    idx[d] = g % shape[d];
-    g /= shape[d];
-  }
-  return idx;
-}
 
 template <class T, class F>
 Tensor<T> ref_binary(const Tensor<T>& a, const Tensor<T>& b, F f) {
