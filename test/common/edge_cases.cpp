@@ -348,8 +348,12 @@ void results_elsewhere(Run& run, const Placement& p) {
       expect_tensor(run, "tensor / scalar " + l.to_string(), x / int64_t{-1}, Shape{2}, V{lo, -6});
     }
   });
-  run.run("gelu: of -inf is NaN, of +inf is +inf (the tanh formula evaluated in IEEE)", [&] {
+  run.run("gelu: of -inf is NaN, of +inf is +inf (x (1 + erf) / 2 evaluated in IEEE: -inf * 0)", [&] {
     expect_tensor(run, "gelu", gelu(host<float>({3}, {-kInf, kInf, 0}, world, B)), Shape{3}, {kNaN, kInf, 0});
+  });
+  run.run("gelu, tanh form: of -inf is NaN, of +inf is +inf (the tanh formula evaluated in IEEE)", [&] {
+    expect_tensor(run, "gelu_tanh", gelu(host<float>({3}, {-kInf, kInf, 0}, world, B), GeluApproximation::kTanh),
+                  Shape{3}, {kNaN, kInf, 0});
   });
   run.run("to_global: zero-size local pieces", [&] {
     expect_tensor(run, "to_global", to_global(Tensor<float>(Shape{0, 3}), world, sbp::split(0)), Shape{0, 3}, {});

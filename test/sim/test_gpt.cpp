@@ -1,6 +1,6 @@
 // GPT parity under simulated ranks: the character GPT of examples/08_gpt, with dropout, on 4
-// ranks data-, sequence-, tensor- and 2-d-parallel (and on 2 and 3 ranks data- and
-// sequence-parallel: uneven splits), against one rank (test/common/gpt_suite.hpp).
+// ranks data-, sequence-, tensor- and 2-d-parallel (and sequence-parallel on 3 ranks and
+// tensor-parallel on 2: uneven splits), against one rank (test/common/gpt_suite.hpp).
 #include <catch2/catch.hpp>
 
 #include "gpt_suite.hpp"

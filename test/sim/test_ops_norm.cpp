@@ -26,7 +26,7 @@ std::vector<double> as_double(const std::vector<float>& v) { return std::vector<
 TEST_CASE("layer_norm, rms_norm and dropout of every layout equal the single-process result", "[ops-norm]") {
   for (const Shape& mesh : {Shape{1}, Shape{2}, Shape{3}, Shape{4}, Shape{2, 2}}) {
     Failures f = spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()), [&](Failures& mine) {
-      // The 16-bit cases on the meshes of 2 and 2x2 ranks.
+      // The 16-bit cases on the meshes of 2, 4 and 2x2 ranks.
       spsd_test::run_norm_suite(mesh_placement(mesh), {.stride = 1, .grads = true, .half = mesh.numel() % 2 == 0},
                                 mine);
     });

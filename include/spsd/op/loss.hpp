@@ -10,15 +10,15 @@
 //     are local, mean over the split axis gives P(sum), and neg keeps it: the result is a
 //     P(sum) scalar and nothing is communicated until someone reads it.
 //   class parallel (logits S(last)): log_softmax takes the decomposition through partial max and
-//     sum (two all-reduces of N elements, see softmax.hpp), pick (S(1), B) -> P(sum) (the
+//     sum (two all-reduces of one element per row, see softmax.hpp), pick (S(last), B) -> P(sum) (the
 //     labels are made B if they are not), mean P(sum) -> P(sum).
 // An out-of-range label makes its row's pick NaN (see index.hpp), hence a NaN loss.
 //
-// Backward: where each rank holds whole rows of class scores (no mesh axis splits axis 1 or
+// Backward: where each rank holds whole rows of class scores (no mesh axis splits the last axis or
 // holds partial logits), the composition runs on the logits detached and is recorded as one
 // node, "cross_entropy", whose rule is one fused kernel, cross_entropy_grad
-// (autograd/softmax_grad.hpp): dlogits = (softmax(logits) - onehot(labels)) g / N, the softmax
-// recomputed from the saved logits (no (N, C) log_softmax output kept for backward). Class
+// (autograd/softmax_grad.hpp): dlogits = (softmax(logits) - onehot(labels)) g / N (N rows), the
+// softmax recomputed from the saved logits (no log_softmax output kept for backward). Class
 // parallel logits record the composed ops, whose rules reduce across ranks.
 #include "spsd/core/instances.hpp"
 #include "spsd/op/elementwise.hpp"

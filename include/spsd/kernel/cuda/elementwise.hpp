@@ -18,7 +18,8 @@ using cpu::BinaryOp;
 using cpu::UnaryOp;
 
 // out[i] = op(x[i]) for i < n; out may be x. Integer T supports neg, relu and abs only; other
-// ops throw spsd::Error even when n == 0 (as the cpu kernel). gelu is the same tanh formula.
+// ops throw spsd::Error even when n == 0 (as the cpu kernel). gelu (erf) and gelu_tanh are the cpu
+// formulas (kernel/derivative.hpp's shared functions).
 template <Element T>
 void unary(UnaryOp op, const T* x, T* out, int64_t n, void* stream);
 
