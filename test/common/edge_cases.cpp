@@ -351,7 +351,7 @@ void results_elsewhere(Run& run, const Placement& p) {
   run.run("gelu: of -inf is NaN, of +inf is +inf (x (1 + erf) / 2 evaluated in IEEE: -inf * 0)", [&] {
     expect_tensor(run, "gelu", gelu(host<float>({3}, {-kInf, kInf, 0}, world, B)), Shape{3}, {kNaN, kInf, 0});
   });
-  run.run("gelu, tanh form: of -inf is NaN, of +inf is +inf (the tanh formula evaluated in IEEE)", [&] {
+  run.run("gelu: the tanh form (GeluApproximation::kTanh) of -inf is NaN, of +inf is +inf (IEEE)", [&] {
     expect_tensor(run, "gelu_tanh", gelu(host<float>({3}, {-kInf, kInf, 0}, world, B), GeluApproximation::kTanh),
                   Shape{3}, {kNaN, kInf, 0});
   });
