@@ -17,8 +17,10 @@
 //
 // Then the same for the character GPT of examples/08_gpt (--gpt-only skips the MLP): L blocks
 // of dim E, context T, batch N, vocabulary V, P parameters, in data, sequence, tensor and 2d
-// modes. The analytic minimum per rank (ring collectives, 4-byte floats, A = 4NTE the bytes of
-// one activation (N, T, E)):
+// modes. For the GPT the reference column is each mode's textbook scheme rather than a proven
+// minimum (spsd can move less: a P(sum) gradient that flows through linear backward ops is
+// reduced once, later). Per rank (ring collectives, 4-byte floats, A = 4NTE the bytes of one
+// activation (N, T, E)):
 //   data      all-reduce of every gradient:                          2 (n-1)/n * 4P
 //   sequence  that, plus per block attention's keys and values gathered in forward and their
 //             P(sum) gradients reduce-scattered in backward (2 + 2 tensors of A bytes, each
@@ -95,7 +97,7 @@ std::string ratio_text(double bytes, double minimum) {
   return minimum > 0 ? std::to_string(bytes / minimum).substr(0, 4) : "-";
 }
 
-// The GPT's analytic minimum (header comment); params: the parameter count, split_params: those
+// The GPT's textbook-scheme bytes (header comment); params: the parameter count, split_params: those
 // of the weights tensor parallelism splits.
 double gpt_minimum_bytes(const std::string& mode, int64_t n, const examples::GptConfig& c, int64_t batch,
                          double params, double split_params) {
@@ -118,7 +120,7 @@ void gpt_table(int64_t steps) {
   if (rank() == 0)
     std::printf("\nGPT: %lld blocks, dim %lld, %lld heads, context %lld, vocabulary %lld, batch %lld, Adam, %d rank(s); "
                 "median of %lld steps\n"
-                "| mode | step ms | tokens/s | bytes sent per step (max rank) | analytic minimum | ratio |\n"
+                "| mode | step ms | tokens/s | bytes sent per step (max rank) | textbook scheme | ratio |\n"
                 "|---|---|---|---|---|---|\n",
                 static_cast<long long>(c.layers), static_cast<long long>(c.dim), static_cast<long long>(c.heads),
                 static_cast<long long>(c.context), static_cast<long long>(c.vocab), static_cast<long long>(batch), n,

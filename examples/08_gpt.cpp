@@ -7,7 +7,7 @@
 //   --parallel 2d         (world/2, 2) mesh: data parallel on mesh axis 0, tensor on axis 1
 // --device cuda|cpu (default: cuda when a GPU is usable), --dtype float32|bfloat16|float16 (the
 // forward in that type on float32 master weights; float16 adds a GradScaler).
-// Options: --steps N (300), --batch N (32), --context N (64), --dim N (128), --heads N (4),
+// Options: --steps N (1500: about 2 minutes on 4 ranks of a 2-core machine), --batch N (32), --context N (64), --dim N (128), --heads N (4),
 // --layers N (2), --lr X (3e-3), --dropout P (0), --tied 0|1 (0: a separate head), --seed N (1),
 // --sample N (generate N characters at the end; 0: none), --text DIR (fortunes directory),
 // --text-limit N (characters read), --csv FILE (loss per step), --log-every N (10).
@@ -34,7 +34,7 @@ namespace {
 
 struct Options {
   std::string parallel = "data", device, dtype = "float32", text = examples::kFortunesDir, csv;
-  int64_t steps = 300, batch = 32, context = 64, dim = 128, heads = 4, layers = 2, sample = 0, text_limit = -1,
+  int64_t steps = 1500, batch = 32, context = 64, dim = 128, heads = 4, layers = 2, sample = 0, text_limit = -1,
           log_every = 10;
   double lr = 3e-3, dropout = 0;
   bool tied = false;
