@@ -24,6 +24,7 @@
 #include "spsd/runtime/log.hpp"
 #include "spsd/runtime/matmul_precision.hpp"
 #include "spsd/runtime/trace.hpp"
+#include "spsd/runtime/seed_stream.hpp"
 #include "spsd/tensor/storage.hpp"
 #include "spsd/tensor/tensor.hpp"
 #include "spsd/tensor/global_tensor.hpp"
@@ -57,3 +58,5 @@
 #include "spsd/autograd/optim.hpp"
 #include "spsd/autograd/grad_scaler.hpp"
 #include "spsd/io/checkpoint.hpp"
+// Modules and parallelization plans (docs/modules.md).
+#include "spsd/nn/module.hpp"
