@@ -170,20 +170,20 @@ inline void run_checkpoint_suite(const Placement& pl, Failures& f) {
   }
 }
 
-// The peak host bytes of one forward and backward of 8 (256, 256) layers, data parallel
-// (256 rows per rank), measured from memory_stats(cpu) on this rank.
+// The peak bytes of one forward and backward of 8 (256, 256) layers, data parallel (256 rows
+// per rank), measured from memory_stats(the placement's device) on this rank.
 inline int64_t peak_bytes_of(const Placement& pl, Checkpointing ck) {
   const int64_t H = 256, rows = 256 * pl.mesh().numel();
   Mlp m = make_mlp(pl, 8, H, Parallel::kData, 0.1, 200);
   GT x = make_input(pl, rows, H, Parallel::kData, 21);
   const GT r = make_input(pl, rows, H, Parallel::kData, 22);
-  spsd::reset_peak_memory(spsd::DeviceType::kCPU);
+  spsd::reset_peak_memory(pl.device_type());
   {
     spsd::manual_seed(7);
     const GT loss = spsd::sum(m.forward(x, ck) * r);
     spsd::backward(loss);
   }
-  return spsd::memory_stats(spsd::DeviceType::kCPU).peak_bytes;
+  return spsd::memory_stats(pl.device_type()).peak_bytes;
 }
 
 // Gradient accumulation: k micro-batches, k - 1 of them under NoGradSync, give the gradients of

@@ -101,15 +101,15 @@ auto checkpoint(Fn fn, const GlobalTensor<Ts>&... inputs) {
   // input, a parameter): no node to add.
   if (!needs_grad || out.requires_grad()) return out;
   Out y = out.detach();
-  auto node = std::make_shared<detail::GradNode>();
-  node->op = "checkpoint";
-  node->inputs = {inputs.data()...};
-  node->input_meta = {(inputs.requires_grad() ? inputs.autograd_meta() : nullptr)...};
-  node->output = y.data();
-  node->closure = [fn = std::move(fn), seeds](const detail::GradNode& n, const detail::GlobalData& grad_out,
-                                              detail::GradList& grad_in) {
-    detail::recompute_backward<Fn, Ts...>(fn, seeds, n, grad_out, grad_in, std::index_sequence_for<Ts...>{});
-  };
+  auto node = std::make_shared<detail::GradNode>(detail::GradNode{
+      .op = "checkpoint",
+      .inputs = {inputs.data()...},
+      .output = y.data(),
+      .input_meta = {(inputs.requires_grad() ? inputs.autograd_meta() : nullptr)...},
+      .closure = [fn = std::move(fn), seeds](const detail::GradNode& n, const detail::GlobalData& grad_out,
+                                             detail::GradList& grad_in) {
+        detail::recompute_backward<Fn, Ts...>(fn, seeds, n, grad_out, grad_in, std::index_sequence_for<Ts...>{});
+      }});
   detail::record_closure(std::move(node), y.autograd_meta());
   return y;
 }
