@@ -13,16 +13,19 @@ using spsd_test::mesh_placement;
 namespace rc = spsd_test::recompute;
 
 namespace {
-const Shape kMeshes[] = {Shape{1}, Shape{2}, Shape{4}, Shape{2, 2}};
-}  // namespace
-
-TEST_CASE("checkpoint gives the plain chain's loss and gradients, dropout inside", "[recompute]") {
-  for (const Shape& mesh : kMeshes) {
+// suite(placement, failures) on every rank of meshes 1, 2, 4 and 2x2.
+void check_on_meshes(void (*suite)(const Placement&, Failures&)) {
+  for (const Shape& mesh : {Shape{1}, Shape{2}, Shape{4}, Shape{2, 2}}) {
     Failures f = spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()),
-                                               [&](Failures& mine) { rc::run_checkpoint_suite(mesh_placement(mesh), mine); });
+                                               [&](Failures& mine) { suite(mesh_placement(mesh), mine); });
     INFO("mesh " << mesh << "\n" << f.report());
     CHECK(f.empty());
   }
+}
+}  // namespace
+
+TEST_CASE("checkpoint gives the plain chain's loss and gradients, dropout inside", "[recompute]") {
+  check_on_meshes(&rc::run_checkpoint_suite);
 }
 
 TEST_CASE("checkpointing 8 (256, 256) layers lowers the peak host memory", "[recompute]") {
@@ -43,12 +46,7 @@ TEST_CASE("checkpointing 8 (256, 256) layers lowers the peak host memory", "[rec
 }
 
 TEST_CASE("gradient accumulation under NoGradSync reduces once per step", "[recompute]") {
-  for (const Shape& mesh : kMeshes) {
-    Failures f = spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()),
-                                               [&](Failures& mine) { rc::run_accumulation_suite(mesh_placement(mesh), mine); });
-    INFO("mesh " << mesh << "\n" << f.report());
-    CHECK(f.empty());
-  }
+  check_on_meshes(&rc::run_accumulation_suite);
 }
 
 TEST_CASE("memory_stats counts host storage per rank", "[recompute]") {
