@@ -13,6 +13,7 @@
 #include "spsd/comm/communicator.hpp"
 #include "spsd/runtime/device.hpp"
 #include "spsd/runtime/device_traffic.hpp"
+#include "spsd/runtime/memory_stats.hpp"
 #include "spsd/runtime/stream.hpp"
 #include "spsd/runtime/trace.hpp"
 
@@ -38,6 +39,8 @@ struct Context {
   std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> check_communicators;
   CommStats check_stats;
   DeviceTrafficLedger device_traffic;
+  // memory_stats(cpu): the host storage bytes of this rank (Storage keeps a reference).
+  std::shared_ptr<HostMemoryCounter> host_memory = std::make_shared<HostMemoryCounter>();
   std::shared_ptr<ConsistencyTable> consistency;  // created at the first note_op (shared_ptr: opaque here)
   // The CUDA device, bound at the first use of a cuda placement. Declared last so it goes first:
   // its communicators wrap or were bootstrapped by the host ones above.

@@ -33,6 +33,7 @@
 #include "boxing_suite.hpp"
 #include "op_suite.hpp"
 #include "gpt_suite.hpp"
+#include "recompute_suite.hpp"
 #include "train_suite.hpp"
 
 
@@ -403,6 +404,20 @@ void steady_state_allocations(const Placement& cuda, Failures& f) {
           " device allocations in 20 repeated steps (expected 0: the caching allocator reuses blocks)");
 }
 
+// memory_stats(cuda) is the caching allocator's count: checkpointing 8 (256, 256) layers lowers
+// this rank's device peak below 0.9x the plain chain's (test/common/recompute_suite.hpp).
+void checkpoint_lowers_device_peak(const Placement& cuda, Failures& f) {
+  namespace rc = spsd_test::recompute;
+  const int64_t plain = rc::peak_bytes_of(cuda, rc::Checkpointing::kNone);
+  const int64_t ckpt = rc::peak_bytes_of(cuda, rc::Checkpointing::kEachLayer);
+  if (rank() == 0)
+    std::printf("  device peak of 8 (256, 256) layers on %s: plain %lld B, checkpointed %lld B\n",
+                cuda.to_string().c_str(), static_cast<long long>(plain), static_cast<long long>(ckpt));
+  if (!(static_cast<double>(ckpt) < 0.9 * static_cast<double>(plain)))
+    f.add("checkpointing on " + cuda.to_string() + ": device peak " + std::to_string(ckpt) + " B, plain " +
+          std::to_string(plain) + " B (expected below 0.9x)");
+}
+
 // Forward, backward, optimizer step and the loss read of a small MLP: after warm-up, the loss
 // read is the only host<->device copy and the only host wait, and the caching allocator serves
 // every block. Every backward helper op runs on the device (no host staging).
@@ -511,6 +526,7 @@ void run_all(int64_t world, Failures& f) {
     mixed_precision_cpu_vs_cuda<spsd::bfloat16>(p, f);
     mixed_precision_cpu_vs_cuda<spsd::float16>(p, f);
     steady_state_allocations(p, f);
+    checkpoint_lowers_device_peak(p, f);
     training_step_stays_on_device(p, f);
   }
   training_cpu_vs_cuda(ranks, f);

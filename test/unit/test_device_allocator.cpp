@@ -81,6 +81,22 @@ TEST_CASE("device allocator: a steady state makes no driver calls", "[device-all
   CHECK(live == 0);
 }
 
+TEST_CASE("device allocator: reset_peak starts the peak from the bytes in use", "[device-allocator]") {
+  int64_t live = 0;
+  DeviceAllocator a(std::make_unique<FakeDeviceMemory>(int64_t{1} << 40, &live));
+  void* big = a.allocate(1 << 21);
+  void* small = a.allocate(1000);
+  a.free(big);
+  CHECK(a.stats().peak_bytes_in_use == (2 << 20) + 1024);
+  a.reset_peak();
+  CHECK(a.stats().peak_bytes_in_use == 1024);  // small is still in use
+  void* again = a.allocate(600);
+  CHECK(a.stats().peak_bytes_in_use == 1024 + 1024);
+  a.free(small);
+  a.free(again);
+  a.release_cached();
+}
+
 TEST_CASE("device allocator: out of memory empties the cache and retries", "[device-allocator]") {
   int64_t live = 0;
   DeviceAllocator a(std::make_unique<FakeDeviceMemory>(8192, &live));

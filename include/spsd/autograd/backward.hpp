@@ -14,12 +14,17 @@
 // so its communication is issued while the earlier layers' backward still computes, as
 // PyTorch DDP's buckets do. Leaves are boxed in run order, the same on every rank. Off: leaves
 // keep the layout the backward ops produced, and the optimizer's step() boxes them.
+// Inside NoGradSync (autograd/grad_sync.hpp) no leaf is reduced: gradient accumulation over
+// micro-batches. A leaf whose grad() is still unreduced from such calls gets this call's
+// gradient added before its one reduction.
 #include <algorithm>
+#include <span>
 #include <unordered_map>
 #include <unordered_set>
 #include <utility>
 #include <vector>
 
+#include "spsd/autograd/grad_sync.hpp"
 #include "spsd/autograd/node.hpp"
 #include "spsd/boxing/to_layout.hpp"
 #include "spsd/core/instances.hpp"
@@ -69,10 +74,27 @@ inline std::vector<GradNode*> nodes_before(GradNode* root) {
   return order;
 }
 
+// The options of the backward call running on this thread, for the backward calls nested in
+// it (checkpoint() runs one per recomputed segment).
+inline thread_local const BackwardOptions* active_backward_options = nullptr;
+
 // Whether leaf is reduced early: parameters (split or broadcast) only. A gradient boxed into a
 // partial layout would only move bytes without reducing anything, so partial leaves keep theirs.
 inline bool reduces_early(const BackwardOptions& options, const GlobalData& leaf) {
-  return options.reduce_gradients_early && !leaf.nd_sbp.has_partial();
+  return options.reduce_gradients_early && is_grad_sync_enabled() && !leaf.nd_sbp.has_partial();
+}
+
+// This call's gradient g of leaf, boxed into the leaf's layout. A gradient left in grad() in
+// another layout (unreduced under NoGradSync) is added first, so both take one reduction.
+inline GlobalData reduce_leaf(AutogradMeta& meta, GlobalData g, const GlobalData& leaf) {
+  std::optional<GlobalData>& earlier = meta.grad;
+  if (earlier && !(earlier->placement == leaf.placement && earlier->nd_sbp == leaf.nd_sbp)) {
+    std::optional<GlobalData> sum = std::move(earlier);
+    earlier.reset();
+    accumulate(sum, g);
+    g = std::move(*sum);
+  }
+  return to_layout(g, leaf.placement, leaf.nd_sbp);
 }
 
 inline GradList run_node(GradNode& node) {
@@ -85,21 +107,29 @@ inline GradList run_node(GradNode& node) {
   return grad_in;
 }
 
-// root_data: the root tensor (its layout, for a root that is itself a leaf).
+// root_data: the root tensor (its layout, for a root that is itself a leaf). Leaves in
+// keep_layout are never reduced early (checkpoint()'s detached inputs: their gradients go on
+// into the outer graph in the layout backward gave them).
 inline void run_backward(AutogradMeta& root, const GlobalData& root_data, const GlobalData& seed,
-                         const BackwardOptions& options) {
+                         const BackwardOptions& options, std::span<const AutogradMeta* const> keep_layout = {}) {
   NoGradGuard no_grad;
+  const BackwardOptions* const outer_options = std::exchange(active_backward_options, &options);
+  struct Restore {
+    const BackwardOptions* previous;
+    ~Restore() { active_backward_options = previous; }
+  } restore{outer_options};
+  auto kept = [&](const AutogradMeta* m) { return std::find(keep_layout.begin(), keep_layout.end(), m) != keep_layout.end(); };
   // Leaves reduced early: this call's gradient, boxed into the leaf's layout, in issue order.
   // They join grad() at the end, so no add waits on a reduction still in flight.
   std::vector<std::pair<AutogradMeta*, GlobalData>> reduced;
   if (!root.grad_fn) {
-    if (!reduces_early(options, root_data)) accumulate(root.grad, seed);
-    else reduced.emplace_back(&root, to_layout(seed, root_data.placement, root_data.nd_sbp));
+    if (!reduces_early(options, root_data) || kept(&root)) accumulate(root.grad, seed);
+    else reduced.emplace_back(&root, reduce_leaf(root, seed, root_data));
   } else {
     const std::vector<GradNode*> order = nodes_before(root.grad_fn.get());
     auto early_leaf = [&](const GradNode& node, size_t i) {
       const auto& meta = node.input_meta[i];
-      return meta && !meta->grad_fn && reduces_early(options, node.inputs[i]);
+      return meta && !meta->grad_fn && reduces_early(options, node.inputs[i]) && !kept(meta.get());
     };
     // A leaf's gradient is final once the last node in run order that takes it has run.
     std::unordered_map<AutogradMeta*, size_t> last_use;
@@ -126,7 +156,7 @@ inline void run_backward(AutogradMeta& root, const GlobalData& root_data, const 
         const GlobalData& leaf = node.inputs[i];
         auto g = unfinished.extract(node.input_meta[i].get());
         if (!g.empty() && g.mapped())
-          reduced.emplace_back(g.key(), to_layout(*g.mapped(), leaf.placement, leaf.nd_sbp));
+          reduced.emplace_back(g.key(), reduce_leaf(*g.key(), std::move(*g.mapped()), leaf));
       }
     }
   }

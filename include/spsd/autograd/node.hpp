@@ -5,6 +5,7 @@
 // gradient, and the op's backward rule for the element type. Nodes are numbered in program
 // order; since every rank issues the same ops in the same order (SPSD), every rank builds the
 // same graph and backward issues the same ops everywhere.
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string_view>
@@ -30,9 +31,20 @@ struct GradNode {
   GlobalData output;
   std::vector<std::shared_ptr<AutogradMeta>> input_meta;  // null where no gradient is wanted
   BackwardFn backward = nullptr;                          // null: the op has no rule
+  // A node whose backward is not an op's rule but code that captured state (checkpoint(),
+  // autograd/recompute.hpp): backward is then closure_backward, which calls it.
+  std::function<void(const GradNode& node, const GlobalData& grad_out, GradList& grad_in)> closure;
   uint64_t sequence = 0;                                  // program order on this rank
   std::optional<GlobalData> grad_out;                     // summed during a backward pass
 };
+
+inline void closure_backward(const GradNode& node, const GlobalData& grad_out, GradList& grad_in) {
+  node.closure(node, grad_out, grad_in);
+}
+
+// While non-null (checkpoint()'s forward), ops record no node, as under NoGradGuard, but an op
+// with an input that requires grad sets *grad_probe: whether the output will need a node.
+inline thread_local bool* grad_probe = nullptr;
 
 // The backward rule of op for an output of this (floating) dtype, or null when op has none or
 // the dtype is an integer one: src/autograd/rules.cpp, compiled into the library.
@@ -44,6 +56,9 @@ void record_op(std::string_view op, const OpAttrs& attrs, const Scalar& scalar, 
                const GlobalData& out, std::shared_ptr<AutogradMeta>& out_meta);
 void record_boxing(const GlobalData& in, const std::shared_ptr<AutogradMeta>& in_meta, const GlobalData& out,
                    std::shared_ptr<AutogradMeta>& out_meta);
+// Makes node (its closure set, its inputs, input_meta and output filled) out's grad_fn, numbered
+// in program order like the nodes of ops.
+void record_closure(std::shared_ptr<GradNode> node, std::shared_ptr<AutogradMeta>& out_meta);
 
 }  // namespace detail
 

@@ -160,6 +160,11 @@ class DeviceAllocator {
     std::lock_guard lock(mutex_);
     return stats_;
   }
+  // Starts a new peak from the bytes in use now (reset_peak_memory).
+  void reset_peak() {
+    std::lock_guard lock(mutex_);
+    stats_.peak_bytes_in_use = stats_.bytes_in_use;
+  }
 
  private:
   struct FreeBlock {

@@ -15,6 +15,7 @@
 #include "spsd/layout/placement.hpp"
 #include "spsd/runtime/device.hpp"
 #include "spsd/runtime/instruction.hpp"
+#include "spsd/runtime/memory_stats.hpp"
 
 namespace spsd {
 
@@ -50,7 +51,10 @@ class Storage final : public detail::TrackedBuffer {
 
   ~Storage() {
     if (backing_) return;  // adopted: the backing storage frees the bytes
-    if (device_ == DeviceType::kCPU) std::free(data_);
+    if (device_ == DeviceType::kCPU) {
+      std::free(data_);
+      if (host_counter_) host_counter_->remove(host_bytes());  // null: pending, never adopted
+    }
     else if (owner_) owner_->free(data_);
   }
   Storage(const Storage&) = delete;
@@ -75,19 +79,26 @@ class Storage final : public detail::TrackedBuffer {
   Storage(int64_t bytes, DeviceType device, Pending) : bytes_(bytes), device_(device) {}
   Storage(int64_t bytes, DeviceType device) : bytes_(bytes), device_(device) {
     if (device == DeviceType::kCPU) {
-      size_t rounded = (static_cast<size_t>(bytes) + kAlignment - 1) / kAlignment * kAlignment;
-      data_ = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
+      data_ = std::aligned_alloc(kAlignment, static_cast<size_t>(host_bytes()));
       SPSD_CHECK(data_ != nullptr, "Storage::allocate", "out of host memory allocating ", bytes, " bytes");
+      host_counter_ = detail::host_memory_counter();
+      host_counter_->add(host_bytes());
     } else {
       detail::DeviceBlock block = detail::allocate_device_block(bytes);
       data_ = block.data;
       owner_ = std::move(block.owner);
     }
   }
+  // What aligned_alloc takes: bytes rounded up to the alignment, at least one unit.
+  int64_t host_bytes() const {
+    const int64_t a = static_cast<int64_t>(kAlignment);
+    return bytes_ > 0 ? (bytes_ + a - 1) / a * a : a;
+  }
   void* data_ = nullptr;
   int64_t bytes_;
   DeviceType device_;
   std::shared_ptr<DeviceAllocator> owner_;  // device memory only: where the block goes back
+  std::shared_ptr<detail::HostMemoryCounter> host_counter_;  // host memory only: what counted it (memory_stats)
   std::shared_ptr<Storage> backing_;        // a pending storage's adopted result
 };
 
