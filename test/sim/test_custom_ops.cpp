@@ -37,6 +37,16 @@ struct PlantedSplitRule : BiasGelu {
   }
 };
 
+// A backward that gives b the gradient of x's shape (forgets sum_to).
+struct WrongGradShape : BiasGelu {
+  static constexpr std::string_view name = "bias_gelu_wrong_grad_shape";
+  template <FloatingElement T>
+  static void backward(const GradArgs<T>& a) {
+    a.set(0, a.g());
+    a.set(1, a.g());
+  }
+};
+
 // Another op type that takes an existing name.
 struct SecondBiasGelu : BiasGelu {};
 struct NamedMatmul : BiasGelu {
@@ -146,4 +156,16 @@ TEST_CASE("custom op: a cpu-only op on a cuda target is an Error naming it", "[c
   const KernelArgs on_cpu{{}, {}, in, y.data(), xm.shape, out_box, xm, sig, kernel::Target{}};
   detail::run_kernel<BiasGelu, float>(on_cpu);
   CHECK(y[0] == Approx(1.5 * 0.5 * (1 + std::erf(1.5 / std::sqrt(2.0)))));
+}
+
+TEST_CASE("custom op: a backward that sets a gradient of the wrong shape is an Error naming the op", "[custom-ops]") {
+  simulate(1, [] {
+    const Placement p = spsd_test::mesh_placement(Shape{1});
+    auto x = ones<float>(Shape{2, 3}, p, NdSbp(sbp::broadcast)), b = ones<float>(Shape{3}, p, NdSbp(sbp::broadcast));
+    x.requires_grad_();
+    b.requires_grad_();
+    CHECK_THROWS_WITH(backward(sum(call_op<WrongGradShape>(x, b))),
+                      Catch::StartsWith("bias_gelu_wrong_grad_shape: backward: the gradient of input 1 must be (3,) "
+                                        "float32 like the input, got (2, 3) float32"));
+  });
 }
