@@ -386,14 +386,23 @@ bool declared_usable(const ValidatedOp& op, const ValidationCase& mc, const std:
   return !op.schema->valid || op.schema->valid(metas, mc.attrs, kMesh, nd_of(sig));
 }
 
-// The declared table's problems for every meta case of op: a failing signature, a table that
-// does not end with the all-B signature, a signature declared twice.
-void check_declared(const ValidatedOp& op, ValidationReport& rep) {
-  for (size_t c = 0; c < op.cases.size(); ++c) {
-    const ValidationCase& mc = op.cases[c];
-    const std::vector<TensorMeta> metas = metas_of(mc);
-    const TensorMeta out = op.schema->infer(metas, mc.attrs);
-    const std::vector<Signature> table = op.schema->signatures(metas, mc.attrs);
+// One case of op, with the output type and the table the op declares for it.
+struct CaseTable {
+  size_t c;
+  const ValidationCase& mc;
+  std::vector<TensorMeta> metas;
+  TensorMeta out;
+  std::vector<Signature> table;
+  CaseTable(const ValidatedOp& op, size_t index)
+      : c(index), mc(op.cases[index]), metas(metas_of(mc)), out(op.schema->infer(metas, mc.attrs)),
+        table(op.schema->signatures(metas, mc.attrs)) {}
+};
+
+// The declared table's problems for one case: a failing signature, a table that does not end
+// with the all-B signature, a signature declared twice.
+void check_declared(const ValidatedOp& op, const CaseTable& ct, ValidationReport& rep) {
+  const auto& [c, mc, metas, out, table] = ct;
+  {
     const Signature all_b = uniform_signature(metas.size(), sbp::broadcast);
     if (table.empty() || !(table.back() == all_b))
       rep.failures.push_back(op.name + " for " + mc.text() + ": the table does not end with the all-B signature " +
@@ -417,13 +426,11 @@ void check_declared(const ValidatedOp& op, ValidationReport& rep) {
   }
 }
 
-// The valid combinations op's table lacks: "add (P(max), B) -> P(max)" -> the metas it holds for.
-void search_missing(const ValidatedOp& op, ValidationReport& rep) {
-  for (size_t c = 0; c < op.cases.size(); ++c) {
-    const ValidationCase& mc = op.cases[c];
-    const std::vector<TensorMeta> metas = metas_of(mc);
-    const TensorMeta out = op.schema->infer(metas, mc.attrs);
-    const std::vector<Signature> table = op.schema->signatures(metas, mc.attrs);
+// The valid combinations the table lacks for one case: "add (P(max), B) -> P(max)" -> the
+// cases it holds for.
+void search_missing(const ValidatedOp& op, const CaseTable& ct, ValidationReport& rep) {
+  const auto& [c, mc, metas, out, table] = ct;
+  {
     for (const Signature& sig : all_signatures(metas, out.shape)) {
       if (std::find(table.begin(), table.end(), sig) != table.end()) continue;
       // bool has no partial layouts: nothing to search there.
@@ -477,8 +484,11 @@ std::string ValidationReport::to_string() const {
 
 ValidationReport validate(const ValidatedOp& op, const ValidateOptions& options) {
   ValidationReport report;
-  check_declared(op, report);
-  if (options.search_missing) search_missing(op, report);
+  for (size_t c = 0; c < op.cases.size(); ++c) {
+    const CaseTable ct(op, c);
+    check_declared(op, ct, report);
+    if (options.search_missing) search_missing(op, ct, report);
+  }
   return report;
 }
 
