@@ -7,6 +7,7 @@
 // pieces, and a backward written with global ops. The rest (resolution, boxing, the cross-rank
 // check, autograd recording) is the library's dispatch path, as for matmul.
 #include <cmath>
+#include <numbers>
 #include <spsd/spsd.hpp>
 
 namespace examples {
@@ -46,7 +47,7 @@ struct BiasGelu {
     const int64_t n = k.out_shape.numel(), cols = k.inputs[1].shape.numel();
     for (int64_t i = 0; i < n; ++i) {
       const C u = static_cast<C>(x[i]) + static_cast<C>(b[i % cols]);
-      y[i] = static_cast<T>(C(0.5) * u * (C(1) + std::erf(u * C(M_SQRT1_2))));
+      y[i] = static_cast<T>(C(0.5) * u * (C(1) + std::erf(u * C(1 / std::numbers::sqrt2))));
     }
   }
   // No cuda_kernel: on a cuda placement the op is an spsd::Error naming it.
@@ -58,8 +59,8 @@ struct BiasGelu {
     using namespace spsd;
     using C = compute_t<T>;
     const GlobalTensor<T> u = a.x(0) + a.x(1);
-    const GlobalTensor<T> cdf = (erf(u * C(M_SQRT1_2)) + C(1)) * C(0.5);
-    const GlobalTensor<T> pdf = exp(u * u * C(-0.5)) * C(0.3989422804014327);  // 1 / sqrt(2 pi)
+    const GlobalTensor<T> cdf = (erf(u * C(1 / std::numbers::sqrt2)) + C(1)) * C(0.5);
+    const GlobalTensor<T> pdf = exp(u * u * C(-0.5)) * C(std::numbers::inv_sqrtpi / std::numbers::sqrt2);
     const GlobalTensor<T> gu = a.g() * (cdf + u * pdf);
     if (a.wants(0)) a.set(0, gu);
     if (a.wants(1)) a.set(1, sum_to(gu, a.shape(1)));

@@ -7,6 +7,7 @@
 //
 // Tolerances: float rel 1e-4 + abs 1e-5; double rel 1e-10 + abs 1e-12 (norm_suite's).
 #include <cmath>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,7 @@ inline BiasGeluRef ref_bias_gelu(const std::vector<double>& x, const std::vector
   BiasGeluRef out{std::vector<double>(x.size()), std::vector<double>(x.size()), std::vector<double>(C, 0.0)};
   for (size_t i = 0; i < x.size(); ++i) {
     const double u = x[i] + b[i % C], cdf = 0.5 * (1 + std::erf(u / std::sqrt(2.0)));
-    const double pdf = std::exp(-0.5 * u * u) / std::sqrt(2 * M_PI);
+    const double pdf = std::exp(-0.5 * u * u) / std::sqrt(2 * std::numbers::pi);
     out.y[i] = u * cdf;
     out.dx[i] = r[i] * (cdf + u * pdf);
     out.db[i % C] += out.dx[i];

@@ -4,6 +4,8 @@
 // the validator reports and that would give wrong results, the name registry, a cpu-only op on
 // a cuda target, and the concepts call_op checks.
 #include <catch2/catch.hpp>
+#include <cmath>
+#include <cstdio>
 
 #include "custom_op_suite.hpp"
 #include "error_matchers.hpp"
