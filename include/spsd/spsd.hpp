@@ -53,7 +53,10 @@
 #include "spsd/op/compare.hpp"
 #include "spsd/op/where.hpp"
 #include "spsd/op/arg_reduce.hpp"
+// User-defined ops: call_op (op/dispatch.hpp) and the table check (docs/custom_ops.md).
+#include "spsd/op/rule_validator.hpp"
 #include "spsd/autograd/node.hpp"
+#include "spsd/autograd/grad_args.hpp"
 #include "spsd/autograd/grad_ops.hpp"
 #include "spsd/autograd/backward.hpp"
 #include "spsd/autograd/grad_sync.hpp"

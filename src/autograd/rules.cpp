@@ -3,18 +3,22 @@
 // S(0) activations gets x^T g with x^T S(1) and g S(0): matmul's S(k) x S(k) -> P(sum), a
 // partial gradient, and nothing is communicated until the optimizer boxes it to B (all-reduce).
 //
-// A rule sees its node through RuleArgs (inputs x(i), output y(), incoming gradient g()) and sets
-// the gradient of each input that wants one. Gradients of inputs that numpy broadcasting
+// A rule sees its node through GradArgs (autograd/grad_args.hpp: inputs x(i), output y(),
+// incoming gradient g()) and sets the gradient of each input that wants one, as a user op's
+// backward does. Gradients of inputs that numpy broadcasting
 // stretched are summed back to the input's shape (sum_to).
 //
 // Compiled once, into the library, for the four floating types: as inline header code every
 // program's every translation unit instantiated all of them (a 37-line test compiled in 36 s
 // instead of 7).
+#include <mutex>
 #include <numeric>
+#include <string>
 #include <string_view>
 #include <unordered_map>
 
 #include "attention_rules.hpp"
+#include "spsd/autograd/grad_args.hpp"
 #include "spsd/autograd/grad_ops.hpp"
 #include "spsd/autograd/node.hpp"
 #include "spsd/autograd/softmax_grad.hpp"
@@ -34,60 +38,18 @@ namespace spsd::detail {
 
 namespace {
 
-template <FloatingElement T>
-struct RuleArgs {
-  using value_type = T;
-  const GradNode& node;
-  const GlobalData& grad_out;
-  GradList& grad_in;
-
-  GlobalTensor<T> x(size_t i) const { return GlobalTensor<T>::from_data(node.inputs[i]); }
-  GlobalTensor<int64_t> indices(size_t i) const { return GlobalTensor<int64_t>::from_data(node.inputs[i]); }
-  const Shape& shape(size_t i) const { return node.inputs[i].shape; }
-  GlobalTensor<T> y() const { return GlobalTensor<T>::from_data(node.output); }
-  GlobalTensor<T> g() const { return GlobalTensor<T>::from_data(grad_out); }
-  compute_t<T> scalar() const { return node.scalar.as<compute_t<T>>(); }
-  const OpAttrs& attrs() const { return node.attrs; }
-  bool wants(size_t i) const { return node.input_meta[i] != nullptr; }
-  void set(size_t i, const GlobalTensor<T>& grad) const { grad_in[i] = grad.data(); }
-  // For an input of another element type than the output (cast).
-  template <Element U>
-  void set_other(size_t i, const GlobalTensor<U>& grad) const { grad_in[i] = grad.data(); }
-};
-
 template <class Rule, FloatingElement T>
 void run_rule(const GradNode& node, const GlobalData& grad_out, GradList& grad_in) {
-  Rule{}(RuleArgs<T>{node, grad_out, grad_in});
+  Rule{}(GradArgs<T>{node, grad_out, grad_in});
 }
 
 // Backward rules by op name, per floating type.
-struct BackwardRule {
-  BackwardFn f32 = nullptr, f64 = nullptr, bf16 = nullptr, f16 = nullptr;
-};
 using RuleTable = std::unordered_map<std::string_view, BackwardRule>;
 
-// Rule: a captureless generic lambda taking RuleArgs<T> (default-constructible in C++20).
+// Rule: a captureless generic lambda taking GradArgs<T> (default-constructible in C++20).
 template <class Rule>
 void define_rule(RuleTable& rules, std::string_view op, Rule) {
   rules[op] = {&run_rule<Rule, float>, &run_rule<Rule, double>, &run_rule<Rule, bfloat16>, &run_rule<Rule, float16>};
-}
-
-// g summed over the axes numpy broadcasting stretched, to an input of this shape: one
-// reduction. Only leading axes (a bias (C) under (N, C)): drop them (keepdim off); only
-// stretched size-1 axes: keep them. Both at once needs a reshape (a copy) after the sum.
-template <Element T>
-GlobalTensor<T> sum_to(const GlobalTensor<T>& g, const Shape& shape) {
-  if (g.shape() == shape) return g;
-  const int64_t lead = g.shape().ndim() - shape.ndim();
-  std::vector<int64_t> axes;
-  bool stretched = false;
-  for (int64_t d = 0; d < g.shape().ndim(); ++d) {
-    const bool s = d >= lead && shape[d - lead] == 1 && g.shape()[d] != 1;
-    if (d < lead || s) axes.push_back(d);
-    stretched = stretched || s;
-  }
-  GlobalTensor<T> r = axes.empty() ? g : spsd::sum(g, axes, /*keepdim=*/stretched);
-  return r.shape() == shape ? r : spsd::reshape(r, shape);
 }
 
 // A reduction's (output or gradient) tensor with the reduced axes kept as size 1, so it
@@ -113,7 +75,7 @@ void define_elementwise_rules(RuleTable& rules) {
   // bfloat16 gets its gradient in float32); integer inputs take none.
   define_rule(rules, "cast", [](const auto& a) {
     visit_dtype(a.node.inputs[0].dtype, [&]<class From>() {
-      if constexpr (FloatingElement<From>) a.set_other(0, spsd::cast<From>(a.g()));
+      if constexpr (FloatingElement<From>) a.set_as(0, spsd::cast<From>(a.g()));
     });
   });
   define_rule(rules, "add", [](const auto& a) {
@@ -203,7 +165,7 @@ void define_matmul_reduce_softmax_rules(RuleTable& rules) {
   // Recorded as one node only where the class axis is whole (op/loss.hpp); else the composed
   // ops recorded their own nodes.
   define_rule(rules, "cross_entropy", [](const auto& a) {
-    if (a.wants(0)) a.set(0, cross_entropy_grad(a.x(0), a.indices(1), a.g()));
+    if (a.wants(0)) a.set(0, cross_entropy_grad(a.x(0), a.template x_as<int64_t>(1), a.g()));
   });
 }
 
@@ -253,10 +215,10 @@ void define_shape_index_rules(RuleTable& rules) {
     }
   });
   define_rule(rules, "embedding", [](const auto& a) {
-    if (a.wants(0)) a.set(0, embedding_grad(a.g(), a.indices(1), a.shape(0)[0]));
+    if (a.wants(0)) a.set(0, embedding_grad(a.g(), a.template x_as<int64_t>(1), a.shape(0)[0]));
   });
   define_rule(rules, "pick", [](const auto& a) {
-    if (a.wants(0)) a.set(0, pick_grad(a.g(), a.indices(1), a.shape(0)[a.shape(0).ndim() - 1]));
+    if (a.wants(0)) a.set(0, pick_grad(a.g(), a.template x_as<int64_t>(1), a.shape(0)[a.shape(0).ndim() - 1]));
   });
   // Boxing moves values, so the gradient is g itself; back on the input's placement if it moved
   // (with the input's layout, partials made B).
@@ -314,15 +276,47 @@ RuleTable make_rules() {
 
 }  // namespace
 
-BackwardFn backward_rule(std::string_view op, DType dtype) {
+namespace {
+// Rules of ops outside the library (a user op's backward), added on the op's first call.
+struct AddedRules {
+  std::mutex mutex;  // simulated ranks are threads
+  std::unordered_map<std::string, BackwardRule> rules;
+};
+AddedRules& added_rules() {
+  static AddedRules added;
+  return added;
+}
+const RuleTable& library_rules() {
   static const RuleTable rules = make_rules();  // thread-safe: simulated ranks are threads
-  const auto rule = rules.find(op);
-  if (rule == rules.end()) return nullptr;
+  return rules;
+}
+}  // namespace
+
+void add_backward_rule(std::string_view op, const BackwardRule& rule) {
+  SPSD_CHECK(!library_rules().contains(op), op, "has a backward rule in the library already: a user op needs a name "
+                                                "of its own");
+  AddedRules& added = added_rules();
+  const std::lock_guard lock(added.mutex);
+  SPSD_CHECK(added.rules.try_emplace(std::string(op), rule).second, op, "has a backward rule already");
+}
+
+BackwardFn backward_rule(std::string_view op, DType dtype) {
+  const RuleTable& rules = library_rules();
+  BackwardRule rule;
+  if (const auto it = rules.find(op); it != rules.end()) {
+    rule = it->second;
+  } else {
+    AddedRules& added = added_rules();
+    const std::lock_guard lock(added.mutex);
+    const auto a = added.rules.find(std::string(op));
+    if (a == added.rules.end()) return nullptr;
+    rule = a->second;
+  }
   switch (dtype) {
-    case DType::kFloat32: return rule->second.f32;
-    case DType::kFloat64: return rule->second.f64;
-    case DType::kBFloat16: return rule->second.bf16;
-    case DType::kFloat16: return rule->second.f16;
+    case DType::kFloat32: return rule.f32;
+    case DType::kFloat64: return rule.f64;
+    case DType::kBFloat16: return rule.bf16;
+    case DType::kFloat16: return rule.f16;
     default: return nullptr;  // integer outputs carry no gradient
   }
 }

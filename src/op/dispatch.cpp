@@ -2,6 +2,9 @@
 #include "spsd/op/dispatch.hpp"
 
 #include <limits>
+#include <mutex>
+#include <string>
+#include <unordered_map>
 
 #include "spsd/boxing/planner.hpp"
 #include "spsd/runtime/consistency.hpp"
@@ -93,6 +96,16 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
     p.locals.push_back(r.plans[i] ? run_plan(r.plans[i], local, Urgency::kNow) : local);
   }
   return p;
+}
+
+void register_op_name(std::string_view name, const void* schema) {
+  static std::mutex mutex;  // simulated ranks are threads
+  static std::unordered_map<std::string, const void*> owners;
+  const std::lock_guard lock(mutex);
+  const auto [it, inserted] = owners.try_emplace(std::string(name), schema);
+  SPSD_CHECK(inserted || it->second == schema, name, "two different op types are named \"", name,
+             "\": an op's name selects its backward rule and its cached resolutions, so each op needs its own "
+             "(rename one of them)");
 }
 
 int64_t agree_on_bad_element(const Resolution& r, int64_t local) {

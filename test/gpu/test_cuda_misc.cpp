@@ -1,19 +1,36 @@
 // gpu-misc: GlobalTensor::item() and distribute on cuda placements (misc_suite.hpp): item's one
 // device -> host copy and collective, distribute's host pieces copied to each rank's device, for
-// every layout. On this process's ranks and, when run alone, on 2 and 4 simulated ranks sharing
+// every layout; a user op with only a cpu kernel (examples/custom/bias_gelu.hpp) on a cuda
+// placement: an spsd::Error naming it, on every rank. On this process's ranks and, when run alone, on 2 and 4 simulated ranks sharing
 // the GPU. Exits 77 (meson: SKIP) where no CUDA device is usable.
 #include <cstdio>
 
 #include "../sim/sim_helpers.hpp"
+#include "custom/bias_gelu.hpp"
 #include "misc_suite.hpp"
 
 using namespace spsd;
 using spsd_test::Failures;
 
 namespace {
+void check_cpu_only_op_on_cuda(Failures& f) {
+  std::vector<int64_t> ranks(world_size());
+  for (int64_t r = 0; r < world_size(); ++r) ranks[r] = r;
+  const Placement p("cuda", ranks);
+  const NdSbp B(sbp::broadcast);
+  try {
+    (void)examples::bias_gelu(ones<float>(Shape{4, 3}, p, B), ones<float>(Shape{3}, p, B));
+    f.add("bias_gelu on cuda: no error, but it has only a cpu kernel");
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    if (m.rfind("bias_gelu: has no cuda kernel", 0) != 0) f.add("bias_gelu on cuda: unexpected error: " + m);
+  }
+}
+
 void run_all(Failures& f) {
   spsd_test::run_item_suite(f, "cuda");
   spsd_test::run_distribute_suite(f, "cuda");
+  check_cpu_only_op_on_cuda(f);
 }
 }  // namespace
 

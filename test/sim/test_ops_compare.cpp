@@ -99,7 +99,7 @@ TEST_CASE("bool: an op table giving a bool output P(sum) is an error naming the 
   const Placement p = mesh_placement(Shape{2});
   const auto errors = spsd_test::errors_by_rank(2, [&] {
     const auto b = from_host(Tensor<bool>::from_vector(Shape{2}, {true, false}), p, NdSbp({sbp::broadcast}));
-    detail::apply<BoolPartialDef>({}, {}, b);
+    call_op<BoolPartialDef>({}, {}, b);
   });
   for (const std::string& e : errors)
     CHECK_THAT(e, Catch::Contains("bool_partial") && Catch::Contains("bool output") && Catch::Contains("P(sum)"));

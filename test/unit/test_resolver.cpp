@@ -46,7 +46,7 @@ constexpr Sbp B = sbp::broadcast, Psum = sbp::partial_sum;
 // in an order the test chooses.
 template <bool SplitOneFirst>
 struct TieDef {
-  static constexpr std::string_view name = "tie";
+  static constexpr std::string_view name = SplitOneFirst ? "tie_s1_first" : "tie_s0_first";  // one name per op type
   static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) { return in[0]; }
   static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&) {
     std::vector<Signature> t = {{{sbp::split(0)}, sbp::split(1)}, {{sbp::split(0)}, sbp::split(0)}};

@@ -178,15 +178,15 @@ namespace spsd::detail {
 
 template <kernel::cpu::UnaryOp K, Element T>
 GlobalTensor<T> unary_grad(const GlobalTensor<T>& saved, const GlobalTensor<T>& g) {
-  return apply<grad_ops::UnaryGradDef<K>>({}, {}, saved, g);
+  return call_op<grad_ops::UnaryGradDef<K>>({}, {}, saved, g);
 }
 template <Element T>
 GlobalTensor<T> mask_eq(const GlobalTensor<T>& x, const GlobalTensor<T>& m) {
-  return apply<grad_ops::MaskEqDef>({}, {}, x, m);
+  return call_op<grad_ops::MaskEqDef>({}, {}, x, m);
 }
 template <Element T>
 GlobalTensor<T> expand(const GlobalTensor<T>& g, const Shape& shape) {
-  return g.shape() == shape ? g : apply<grad_ops::ExpandDef>(shape.dims(), {}, g);
+  return g.shape() == shape ? g : call_op<grad_ops::ExpandDef>(shape.dims(), {}, g);
 }
 template <Element T>
 GlobalTensor<T> embedding_grad(const GlobalTensor<T>& g, const GlobalTensor<int64_t>& indices, int64_t rows) {

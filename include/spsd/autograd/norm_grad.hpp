@@ -93,11 +93,11 @@ struct NormGradWeightDef {
 template <bool Rms, Element T>
 GlobalTensor<T> norm_grad_x(const GlobalTensor<T>& x, const GlobalTensor<T>& weight, const GlobalTensor<T>& g,
                             double eps) {
-  return apply<norm_grad_ops::NormGradXDef<Rms>>({}, Scalar::of(eps), x, weight, g);
+  return call_op<norm_grad_ops::NormGradXDef<Rms>>({}, Scalar::of(eps), x, weight, g);
 }
 template <bool Rms, Element T>
 GlobalTensor<T> norm_grad_weight(const GlobalTensor<T>& x, const GlobalTensor<T>& g, double eps) {
-  return apply<norm_grad_ops::NormGradWeightDef<Rms>>({}, Scalar::of(eps), x, g);
+  return call_op<norm_grad_ops::NormGradWeightDef<Rms>>({}, Scalar::of(eps), x, g);
 }
 
 // Compiled into the library (core/instances.hpp).

@@ -102,11 +102,11 @@ inline bool splits_axis(const NdSbp& nd, int64_t axis) {
 
 template <Element T>
 GlobalTensor<T> softmax_grad(const GlobalTensor<T>& y, const GlobalTensor<T>& g, int64_t axis) {
-  return apply<softmax_grad_ops::SoftmaxGradDef<false>>({axis}, {}, y, g);
+  return call_op<softmax_grad_ops::SoftmaxGradDef<false>>({axis}, {}, y, g);
 }
 template <Element T>
 GlobalTensor<T> log_softmax_grad(const GlobalTensor<T>& y, const GlobalTensor<T>& g, int64_t axis) {
-  return apply<softmax_grad_ops::SoftmaxGradDef<true>>({axis}, {}, y, g);
+  return call_op<softmax_grad_ops::SoftmaxGradDef<true>>({axis}, {}, y, g);
 }
 template <Element T>
 GlobalTensor<T> cross_entropy_grad(const GlobalTensor<T>& logits, const GlobalTensor<int64_t>& labels,

@@ -221,7 +221,7 @@ GlobalTensor<T> scaled_dot_product_attention(const GlobalTensor<T>& q, const Glo
   const OpAttrs attrs{causal ? 1 : 0};
   // Run on detached inputs and recorded once below, with lse as a fourth (gradient-free) input.
   const GlobalTensor<T> qd = q.detach(), kd = k.detach();
-  GlobalTensor<T> out = apply<AttentionDef>(attrs, {}, qd, kd, v.detach());
+  GlobalTensor<T> out = call_op<AttentionDef>(attrs, {}, qd, kd, v.detach());
   if constexpr (FloatingElement<T>) {
     if (q.requires_grad() || k.requires_grad() || v.requires_grad()) {
       const InputRef qk[] = {input_ref(qd), input_ref(kd)};

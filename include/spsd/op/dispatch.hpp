@@ -1,18 +1,27 @@
 #pragma once
 // The one path every global op takes: same placement, shape inference, signature resolution
 // (cached), the cross-rank check, boxing of the inputs, the local kernel on this rank's pieces,
-// and the output wrapped with the signature's output layout.
+// and the output wrapped with the signature's output layout. The library's ops and a user's own
+// ops (docs/custom_ops.md) take it alike: spsd::call_op<Op>(attrs, scalar, inputs...).
 //
-// An op is a type that declares
-//   static constexpr std::string_view name;
-//   static TensorMeta infer(std::span<const TensorMeta>, const OpAttrs&);
-//   static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&);
-//   template <Element T> static void kernel(const KernelArgs&);
-// and optionally `valid` and `attrs_text` (see OpSchema), and, for ops whose input values can
-// be invalid (integer division by zero),
+// An op is a struct of static members (no state; the struct is never constructed):
+//   static constexpr std::string_view name;      // unique: two op types with one name are an Error
+//   static TensorMeta infer(std::span<const TensorMeta> inputs, const OpAttrs&);
+//       // the whole output's shape and dtype; SPSD_CHECK the inputs, naming the op
+//   static std::vector<Signature> signatures(std::span<const TensorMeta> inputs, const OpAttrs&);
+//       // the 1-d SBP table, in preference order, ending with the all-B signature
+// and a kernel, which runs on this rank's pieces (KernelArgs) and writes every output element:
+//   template <Element T> static void kernel(const KernelArgs&);      // any device (k.target), or
+//   template <Element T> static void cpu_kernel(const KernelArgs&);  // cpu only, and optionally
+//   template <Element T> static void cuda_kernel(const KernelArgs&); // for cuda placements
+// (on a cuda placement an op with neither kernel nor cuda_kernel is an Error naming it).
+// Optional: `valid` and `attrs_text` (see OpSchema); a backward written with global ops,
+//   template <FloatingElement T> static void backward(const GradArgs<T>&);
+// (autograd/grad_args.hpp; registered on the op's first call); and, for ops whose input values
+// can be invalid (integer division by zero),
 //   template <Element T> static int64_t first_bad_element(const KernelArgs&);
 //   static std::string bad_element_error(const Resolution&, int64_t index);
-// (see run_op). Nothing else is needed.
+// (see run_op). Nothing else is needed. Check a table with validate_op (op/rule_validator.hpp).
 #include <bit>
 #include <concepts>
 #include <span>
@@ -91,6 +100,24 @@ concept GlobalOp = requires(std::span<const TensorMeta> metas, const OpAttrs& at
   { Op::signatures(metas, attrs) } -> std::same_as<std::vector<Signature>>;
 };
 
+// Whether Op has a kernel for element type T (any-device, or cpu-only).
+template <class Op, class T>
+concept HasKernel = requires(const KernelArgs& k) { Op::template kernel<T>(k); } ||
+                    requires(const KernelArgs& k) { Op::template cpu_kernel<T>(k); };
+
+namespace detail {
+// An op's name belongs to one op type: the first op_schema of a name registers it (keyed by the
+// schema's address); another type with that name throws spsd::Error naming both the name and
+// the clash (a user op named "matmul" would otherwise take matmul's backward rule and cache).
+void register_op_name(std::string_view name, const void* schema);
+// Defined in autograd/grad_args.hpp (which an op with a backward includes to write it): adds
+// Op::backward to the rule table. Declared here so that op/ need not include autograd/.
+template <class Op>
+void register_backward();
+template <class Op>
+concept HasBackward = requires { &Op::template backward<float>; };
+}  // namespace detail
+
 // The dtype-erased half of an op, built once per op type.
 template <GlobalOp Op>
 const OpSchema& op_schema() {
@@ -100,6 +127,12 @@ const OpSchema& op_schema() {
     if constexpr (requires { &Op::attrs_text; }) s.attrs_text = &Op::attrs_text;
     return s;
   }();
+  static const bool registered = [] {
+    detail::register_op_name(Op::name, &schema);
+    if constexpr (detail::HasBackward<Op>) detail::register_backward<Op>();
+    return true;
+  }();
+  (void)registered;
   return schema;
 }
 
@@ -154,6 +187,22 @@ int64_t agree_on_bad_element(const Resolution& r, int64_t local);
 Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const InputRef> inputs,
                     const Scalar& scalar);
 
+// Op's kernel for k.target: kernel<T> (any device), else cpu_kernel<T> or cuda_kernel<T>.
+template <GlobalOp Op, Element T>
+void run_kernel(const KernelArgs& k) {
+  static_assert(HasKernel<Op, T>, "spsd op: needs `template <Element T> static void kernel(const KernelArgs&)` or "
+                                  "`cpu_kernel` for this element type (see op/dispatch.hpp)");
+  if constexpr (requires { Op::template kernel<T>(k); }) {
+    Op::template kernel<T>(k);
+  } else if (k.target.on_device()) {
+    if constexpr (requires { Op::template cuda_kernel<T>(k); }) Op::template cuda_kernel<T>(k);
+    else throw_error(Op::name, "has no cuda kernel (only cpu_kernel): run it on a cpu placement, or give the op "
+                               "`template <Element T> static void cuda_kernel(const KernelArgs&)`");
+  } else {
+    Op::template cpu_kernel<T>(k);
+  }
+}
+
 template <GlobalOp Op, Element T>
 GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = {}, Scalar scalar = {}) {
   const DeviceTrafficScope traffic(Op::name);
@@ -185,17 +234,35 @@ GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = 
     const int64_t bad = agree_on_bad_element(r, Op::template first_bad_element<T>(args));
     if (bad >= 0) throw_error(Op::name, Op::bad_element_error(r, bad));
   }
-  Op::template kernel<T>(args);
+  run_kernel<Op, T>(args);
   return recorded(Op::name, inputs, attrs, scalar, GlobalTensor<T>(r.output.shape, r.placement, sig.output, std::move(out)));
 }
 
-// The common case: inputs of one element type.
-template <GlobalOp Op, Element T, class... Rest>
-GlobalTensor<T> apply(const OpAttrs& attrs, Scalar scalar, const GlobalTensor<T>& first, const Rest&... rest) {
-  const InputRef refs[] = {input_ref(first), input_ref(rest)...};
-  return run_op<Op, T>(refs, attrs, scalar);
+}  // namespace detail
+
+// Calls the global op Op on its inputs (GlobalTensors, of one placement; element types may
+// differ): attrs select its signatures and go to infer, signatures and the kernel; scalar is a
+// scalar operand (Scalar::of(v), or {} for none). The output's element type is Out, by default
+// the first input's. Records the op for backward when an input requires grad.
+template <class Op, class Out = void, Element First, class... Rest>
+auto call_op(const OpAttrs& attrs, Scalar scalar, const GlobalTensor<First>& first, const Rest&... rest) {
+  // Readable errors for an incomplete op, one line each (the concept's failure is long).
+  static_assert(requires { Op::name; }, "spsd op: needs `static constexpr std::string_view name`");
+  static_assert(requires(std::span<const TensorMeta> m, const OpAttrs& a) {
+    { Op::infer(m, a) } -> std::same_as<TensorMeta>;
+  }, "spsd op: needs `static TensorMeta infer(std::span<const TensorMeta>, const OpAttrs&)`");
+  static_assert(requires(std::span<const TensorMeta> m, const OpAttrs& a) {
+    { Op::signatures(m, a) } -> std::same_as<std::vector<Signature>>;
+  }, "spsd op: needs `static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&)`");
+  using T = std::conditional_t<std::is_void_v<Out>, First, Out>;
+  const detail::InputRef refs[] = {detail::input_ref(first), detail::input_ref(rest)...};
+  return detail::run_op<Op, T>(refs, attrs, scalar);
 }
 
-}  // namespace detail
+// The same without attributes or scalar operand.
+template <class Op, class Out = void, Element First, class... Rest>
+auto call_op(const GlobalTensor<First>& first, const Rest&... rest) {
+  return call_op<Op, Out>(OpAttrs{}, Scalar{}, first, rest...);
+}
 
 }  // namespace spsd

@@ -70,7 +70,7 @@ GlobalTensor<T> dropout(const GlobalTensor<T>& x, double p, uint64_t seed) {
   // Checked here too: p == 0 returns before the op would.
   detail::DropoutDef::infer(std::array{TensorMeta{x.shape(), dtype_of<T>}}, attrs);
   if (p == 0) return x;
-  return detail::apply<detail::DropoutDef>(attrs, Scalar::of(static_cast<int64_t>(seed)), x);
+  return call_op<detail::DropoutDef>(attrs, Scalar::of(static_cast<int64_t>(seed)), x);
 }
 
 // Compiled into the library (core/instances.hpp).

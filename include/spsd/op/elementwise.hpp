@@ -181,63 +181,63 @@ enum class GeluApproximation { kNone, kTanh };
 
 template <Element T>
 GlobalTensor<T> add(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
-  return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kAdd>>({}, {}, a, b);
+  return call_op<detail::BinaryDef<kernel::cpu::BinaryOp::kAdd>>({}, {}, a, b);
 }
 template <Element T>
 GlobalTensor<T> sub(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
-  return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kSub>>({}, {}, a, b);
+  return call_op<detail::BinaryDef<kernel::cpu::BinaryOp::kSub>>({}, {}, a, b);
 }
 template <Element T>
 GlobalTensor<T> mul(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
-  return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kMul>>({}, {}, a, b);
+  return call_op<detail::BinaryDef<kernel::cpu::BinaryOp::kMul>>({}, {}, a, b);
 }
 template <Element T>
 GlobalTensor<T> div(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
-  return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kDiv>>({}, {}, a, b);
+  return call_op<detail::BinaryDef<kernel::cpu::BinaryOp::kDiv>>({}, {}, a, b);
 }
 
 // x ** e element-wise with numpy broadcasting; floating types only. Backward: d/dx = e x^(e-1),
 // d/de = x^e log x (NaN for x < 0; 0 where x == 0 and e >= 0, as torch).
 template <Element T>
 GlobalTensor<T> pow(const GlobalTensor<T>& x, const GlobalTensor<T>& e) {
-  return detail::apply<detail::BinaryDef<kernel::cpu::BinaryOp::kPow>>({}, {}, x, e);
+  return call_op<detail::BinaryDef<kernel::cpu::BinaryOp::kPow>>({}, {}, x, e);
 }
 
 // Scalar forms: x op s, and s op x for the non-commutative ones. The scalar is a compute_t<T>:
 // float for a 16-bit tensor (x * 0.1 multiplies by the float 0.1, then rounds once).
 template <Element T>
 GlobalTensor<T> add(const GlobalTensor<T>& x, compute_t<T> s) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kAdd, false>>({}, Scalar::of<compute_t<T>>(s), x);
+  return call_op<detail::ScalarDef<kernel::cpu::BinaryOp::kAdd, false>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 template <Element T>
 GlobalTensor<T> sub(const GlobalTensor<T>& x, compute_t<T> s) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kSub, false>>({}, Scalar::of<compute_t<T>>(s), x);
+  return call_op<detail::ScalarDef<kernel::cpu::BinaryOp::kSub, false>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 template <Element T>
 GlobalTensor<T> mul(const GlobalTensor<T>& x, compute_t<T> s) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kMul, false>>({}, Scalar::of<compute_t<T>>(s), x);
+  return call_op<detail::ScalarDef<kernel::cpu::BinaryOp::kMul, false>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 template <Element T>
 GlobalTensor<T> div(const GlobalTensor<T>& x, compute_t<T> s) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kDiv, false>>({}, Scalar::of<compute_t<T>>(s), x);
+  return call_op<detail::ScalarDef<kernel::cpu::BinaryOp::kDiv, false>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 template <Element T>
 GlobalTensor<T> sub(compute_t<T> s, const GlobalTensor<T>& x) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kSub, true>>({}, Scalar::of<compute_t<T>>(s), x);
+  return call_op<detail::ScalarDef<kernel::cpu::BinaryOp::kSub, true>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 template <Element T>
 GlobalTensor<T> div(compute_t<T> s, const GlobalTensor<T>& x) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kDiv, true>>({}, Scalar::of<compute_t<T>>(s), x);
+  return call_op<detail::ScalarDef<kernel::cpu::BinaryOp::kDiv, true>>({}, Scalar::of<compute_t<T>>(s), x);
 }
 template <Element T>
 GlobalTensor<T> pow(const GlobalTensor<T>& x, compute_t<T> e) {
-  return detail::apply<detail::ScalarDef<kernel::cpu::BinaryOp::kPow, false>>({}, Scalar::of<compute_t<T>>(e), x);
+  return call_op<detail::ScalarDef<kernel::cpu::BinaryOp::kPow, false>>({}, Scalar::of<compute_t<T>>(e), x);
 }
 
 #define SPSD_UNARY_OP(fn, kind)                                             \
   template <Element T>                                                      \
   GlobalTensor<T> fn(const GlobalTensor<T>& x) {                            \
-    return detail::apply<detail::UnaryDef<kernel::cpu::UnaryOp::kind>>({}, {}, x); \
+    return call_op<detail::UnaryDef<kernel::cpu::UnaryOp::kind>>({}, {}, x); \
   }
 SPSD_UNARY_OP(neg, kNeg)
 SPSD_UNARY_OP(relu, kRelu)
@@ -256,10 +256,10 @@ SPSD_UNARY_OP(silu, kSilu)    // x * sigmoid(x)
 template <Element T>
 GlobalTensor<T> gelu(const GlobalTensor<T>& x, GeluApproximation approximate = GeluApproximation::kNone) {
   if (approximate == GeluApproximation::kTanh)
-    return detail::apply<detail::UnaryDef<kernel::cpu::UnaryOp::kGeluTanh>>({}, {}, x);
+    return call_op<detail::UnaryDef<kernel::cpu::UnaryOp::kGeluTanh>>({}, {}, x);
   SPSD_CHECK(approximate == GeluApproximation::kNone, "gelu", "invalid approximation value ",
              static_cast<int>(approximate));
-  return detail::apply<detail::UnaryDef<kernel::cpu::UnaryOp::kGelu>>({}, {}, x);
+  return call_op<detail::UnaryDef<kernel::cpu::UnaryOp::kGelu>>({}, {}, x);
 }
 
 template <Element T>

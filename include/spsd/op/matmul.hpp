@@ -116,7 +116,7 @@ struct MatmulDef {
 
 template <Element T>
 GlobalTensor<T> matmul(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
-  return detail::apply<detail::MatmulDef>({}, {}, a, b);
+  return call_op<detail::MatmulDef>({}, {}, a, b);
 }
 
 namespace detail {
@@ -125,7 +125,7 @@ namespace detail {
 template <Element T>
 GlobalTensor<T> matmul_transposed(const GlobalTensor<T>& a, const GlobalTensor<T>& b, bool trans_a, bool trans_b) {
   if (!trans_a && !trans_b) return spsd::matmul(a, b);  // one cache entry with the plain form
-  return apply<MatmulDef>({trans_a ? 1 : 0, trans_b ? 1 : 0}, {}, a, b);
+  return call_op<MatmulDef>({trans_a ? 1 : 0, trans_b ? 1 : 0}, {}, a, b);
 }
 
 }  // namespace detail

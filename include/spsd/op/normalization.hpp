@@ -141,7 +141,7 @@ GlobalTensor<T> norm_impl(const GlobalTensor<T>& x, double eps, const Affine&...
   const int64_t a = x.shape().ndim() - 1;
   bool split = false;
   for (const Sbp& s : x.nd_sbp()) split = split || (s.is_split() && s.axis() == a);
-  if (!split || x.shape()[a] == 0) return apply<NormDef<Rms>>({}, Scalar::of(eps), x, affine...);
+  if (!split || x.shape()[a] == 0) return call_op<NormDef<Rms>>({}, Scalar::of(eps), x, affine...);
 
   // The decomposition, on detached inputs, recorded as one node (one backward rule for both
   // paths). Its steps would name themselves (mul) on a placement mismatch: checked here.

@@ -137,7 +137,7 @@ template <class Def, Element T>
 GlobalTensor<T> reduce_op(const GlobalTensor<T>& x, const std::vector<int64_t>& axes, bool keepdim) {
   OpAttrs attrs{keepdim ? 1 : 0};
   for (int64_t a : normalize_axes(Def::name, x.shape(), axes)) attrs.push_back(a);
-  return apply<Def>(attrs, {}, x);
+  return call_op<Def>(attrs, {}, x);
 }
 
 }  // namespace detail

@@ -350,34 +350,34 @@ struct ConcatDef {
 // Reorders the axes: the output's axis i is x's axis perm[i] (negative entries count from the end).
 template <Element T>
 GlobalTensor<T> permute(const GlobalTensor<T>& x, std::vector<int64_t> perm) {
-  return detail::apply<detail::shape_ops::PermuteLike<false>>(perm, {}, x);
+  return call_op<detail::shape_ops::PermuteLike<false>>(perm, {}, x);
 }
 
 // Swaps axes d0 and d1 (negative counts from the end).
 template <Element T>
 GlobalTensor<T> transpose(const GlobalTensor<T>& x, int64_t d0, int64_t d1) {
-  return detail::apply<detail::shape_ops::PermuteLike<true>>({d0, d1}, {}, x);
+  return call_op<detail::shape_ops::PermuteLike<true>>({d0, d1}, {}, x);
 }
 
 // Same elements in row-major order, another shape. The vector and braced forms accept one -1
 // (the size that makes the element counts equal): reshape(x, {-1, 4}).
 template <Element T>
 GlobalTensor<T> reshape(const GlobalTensor<T>& x, const Shape& shape) {
-  return detail::apply<detail::shape_ops::ReshapeDef>(shape.dims(), {}, x);
+  return call_op<detail::shape_ops::ReshapeDef>(shape.dims(), {}, x);
 }
 template <Element T>
 GlobalTensor<T> reshape(const GlobalTensor<T>& x, std::vector<int64_t> shape) {
-  return detail::apply<detail::shape_ops::ReshapeDef>(shape, {}, x);
+  return call_op<detail::shape_ops::ReshapeDef>(shape, {}, x);
 }
 template <Element T>
 GlobalTensor<T> reshape(const GlobalTensor<T>& x, std::initializer_list<int64_t> shape) {
-  return detail::apply<detail::shape_ops::ReshapeDef>(OpAttrs(shape), {}, x);
+  return call_op<detail::shape_ops::ReshapeDef>(OpAttrs(shape), {}, x);
 }
 
 // x[..., begin:end, ...] along axis (negative counts from the end); 0 <= begin <= end <= size.
 template <Element T>
 GlobalTensor<T> slice(const GlobalTensor<T>& x, int64_t axis, int64_t begin, int64_t end) {
-  return detail::apply<detail::shape_ops::SliceDef>({axis, begin, end}, {}, x);
+  return call_op<detail::shape_ops::SliceDef>({axis, begin, end}, {}, x);
 }
 
 // The inputs joined along axis (negative counts from the end); every other axis must agree.

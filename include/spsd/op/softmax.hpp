@@ -99,7 +99,7 @@ GlobalTensor<T> softmax_impl(const GlobalTensor<T>& x, int64_t axis) {
   for (const Sbp& s : x.nd_sbp()) split = split || (s.is_split() && s.axis() == a);
   // An axis of size 0 has nothing to normalize (the output is empty): the one-op path, which
   // boxes the empty input for free, rather than a max over no elements.
-  if (!split || x.shape()[a] == 0) return apply<SoftmaxDef<Log>>({a}, {}, x);
+  if (!split || x.shape()[a] == 0) return call_op<SoftmaxDef<Log>>({a}, {}, x);
 
   // The decomposition (see the header comment): only m and s, (..., 1, ...), communicate.
   // It runs on x detached and is recorded as one softmax for autograd (one backward rule for

@@ -1,0 +1,111 @@
+#pragma once
+// The rule validator (in the spirit of PyTorch DTensor's strategy validation): checks an op's SBP
+// table against its kernel, so a wrong rule is reported before it gives wrong results.
+//
+// Every 1-d signature the table declares is checked by running the op's kernel on the pieces the
+// ranks of a 3-rank 1-d mesh would hold (uneven boxes from box_at), with partial inputs built
+// LOPSIDED (P(sum): random pieces that add up to the value; P(max): the value on a random rank,
+// smaller values elsewhere; P(min) likewise, larger) and with the identity padding spsd's
+// factories use. The ranks' outputs are combined per the declared output Sbp (S: placed at their
+// boxes; B: every piece must equal the whole; P: reduced) and compared with the kernel run on
+// the whole tensors, as one process would. A failure names the op, the signature, the inputs and
+// the first wrong element:
+//   declared signature fails: relu_broken (P(sum)) -> P(sum) for (5, 7) float64: lopsided trial 0:
+//     reduced pieces (...): element 3 of the whole output: got 1.2, expected 0.7
+// Then (ValidateOptions::search_missing) every (input Sbps, output Sbp) combination the table
+// does not declare is tried the same way, and those that hold are listed as missing: rules the
+// table could add (a B-only table is correct but communicates more than it must).
+//
+//   const ValidationReport r = validate_op<BiasGelu, float, double>({{{meta x}, {meta bias}}});
+//   SPSD_CHECK(r.ok(), "bias_gelu", r.to_string());
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "spsd/op/dispatch.hpp"
+
+namespace spsd {
+
+// The values an input of a validation case is drawn from.
+enum class InputDomain {
+  kAny,       // [-2, 2] (floats), [-9, 9] (integers)
+  kPositive,  // [0.5, 3] (log, sqrt, a divisor), [1, 9]
+  kNonzero,   // magnitudes [0.5, 2] or [1, 9], either sign (an integer divisor)
+  kIndex,     // integers in [0, bound) (embedding indices, labels)
+};
+
+struct ValidationInput {
+  TensorMeta meta;
+  InputDomain domain = InputDomain::kAny;
+  int64_t bound = 0;  // kIndex only
+};
+
+// One representative call: the inputs' types, the attrs, and the scalar operand per trial (cycled;
+// empty: none). Shapes whose extents do not divide by 3 exercise the uneven pieces.
+struct ValidationCase {
+  std::vector<ValidationInput> inputs;
+  OpAttrs attrs;
+  std::vector<Scalar> scalars;
+  std::string text() const;  // "(5, 7) float64, (7,) float64; attrs [1]"
+};
+
+// An op as the validator sees it: its schema and its cpu kernel, dtype-erased.
+struct ValidatedOp {
+  std::string name;
+  const OpSchema* schema;
+  void (*kernel)(DType, const KernelArgs&);  // throws spsd::Error for a dtype not instantiated
+  std::vector<ValidationCase> cases;
+};
+
+struct ValidateOptions {
+  bool search_missing = true;  // also try the undeclared combinations (8^n for n inputs: slow for n > 3)
+};
+
+// A valid combination the table lacks, and the cases it held for.
+struct MissingSignature {
+  std::string signature;  // "relu (P(max)) -> P(max)"
+  std::vector<std::string> cases;
+};
+
+struct ValidationReport {
+  std::vector<std::string> failures;  // wrong declared signatures and malformed tables
+  std::vector<MissingSignature> missing;
+  int64_t checked = 0;   // declared signatures checked (per case)
+  int64_t trials = 0;    // their trials
+  int64_t searched = 0;  // undeclared combinations tried
+  bool ok() const { return failures.empty(); }
+  // The failures, then the missing rules, one a line; then the counts.
+  std::string to_string() const;
+};
+
+// Checks the declared signatures of op for each case (8 trials each: 4 lopsided, 4 with identity
+// padding), the table's shape (ends with the all-B signature, no signature twice), and, when
+// asked, searches the undeclared ones. The kernel runs on cpu; nothing is communicated.
+ValidationReport validate(const ValidatedOp& op, const ValidateOptions& options = {});
+
+namespace detail {
+template <class Op, class... Ts>
+void run_cpu_kernel(DType dtype, const KernelArgs& k) {
+  bool ran = false;
+  ((!ran && dtype == dtype_of<Ts> ? (run_kernel<Op, Ts>(k), ran = true) : false), ...);
+  SPSD_CHECK(ran, Op::name, "the validator has no kernel instance for ", dtype,
+             " (name the element types: validate_op<Op, float, double>)");
+}
+}  // namespace detail
+
+// Op's validator entry, its kernel instantiated for Ts (default: float, double, int32, int64).
+template <GlobalOp Op, Element... Ts>
+ValidatedOp validated_op(std::vector<ValidationCase> cases) {
+  if constexpr (sizeof...(Ts) == 0)
+    return {std::string(Op::name), &op_schema<Op>(), &detail::run_cpu_kernel<Op, float, double, int32_t, int64_t>,
+            std::move(cases)};
+  else
+    return {std::string(Op::name), &op_schema<Op>(), &detail::run_cpu_kernel<Op, Ts...>, std::move(cases)};
+}
+
+template <GlobalOp Op, Element... Ts>
+ValidationReport validate_op(std::vector<ValidationCase> cases, const ValidateOptions& options = {}) {
+  return validate(validated_op<Op, Ts...>(std::move(cases)), options);
+}
+
+}  // namespace spsd
