@@ -1,0 +1,221 @@
+#pragma once
+// Parallelization plans (nn/plan.hpp, nn/parallelize.hpp) on a small transformer, shared by
+// test/sim/test_plans.cpp (simulated meshes 1, 2, 4, 2x2) and test/mpi/test_plans.cpp (the
+// world's mesh, 2x2 with -np 4): a plan's training run (loss of each step, gradients of the
+// first) against the same model unparallelized, and the bytes of sequence parallelism against
+// Megatron-SP's analytic count.
+//
+// Double precision: the layouts sum the same terms in other orders, so the results agree to
+// rounding (rel 1e-9 + abs 1e-12), and any wrong boxing or partial shows as an O(1) difference.
+#include <cmath>
+#include <map>
+#include <string>
+#include <vector>
+
+#include <spsd/nn/parallelize.hpp>
+#include <spsd/spsd.hpp>
+
+#include "failures.hpp"
+
+namespace spsd_test {
+
+namespace plan_model {
+
+using T = double;
+using spsd::GlobalTensor;
+using spsd::nn::Module;
+
+// Layers named as nn's (attn.{q,k,v,out}, mlp.{fc1,fc2}, ln1, ln2), each boxing at its module
+// boundary as nn's do: a Linear before its bias add, attention and the MLP on entry.
+struct Linear : Module<T> {
+  GlobalTensor<T> weight, bias;
+  Linear(spsd::nn::Init& init, int64_t in, int64_t out)
+      : weight(init.normal<T>({in, out}, 1.0 / std::sqrt(double(in)))), bias(init.normal<T>({out}, 0.1)) {
+    register_parameter("weight", weight);
+    register_parameter("bias", bias);
+  }
+  GlobalTensor<T> operator()(const GlobalTensor<T>& x) const {
+    return at_output_boundary(spsd::matmul(at_input_boundary(x), weight)) + bias;
+  }
+};
+
+struct LayerNorm : Module<T> {
+  GlobalTensor<T> weight, bias;
+  LayerNorm(spsd::nn::Init& init, int64_t dim) : weight(init.constant<T>({dim}, 1.0)), bias(init.constant<T>({dim}, 0.0)) {
+    register_parameter("weight", weight);
+    register_parameter("bias", bias);
+  }
+  GlobalTensor<T> operator()(const GlobalTensor<T>& x) const { return spsd::layer_norm(x, weight, bias, 1e-5); }
+};
+
+struct Attention : Module<T> {
+  int64_t heads;
+  Linear q, k, v, out;
+  Attention(spsd::nn::Init& init, int64_t dim, int64_t heads)
+      : heads(heads), q(init, dim, dim), k(init, dim, dim), v(init, dim, dim), out(init, dim, dim) {
+    register_module("q", q);
+    register_module("k", k);
+    register_module("v", v);
+    register_module("out", out);
+  }
+  GlobalTensor<T> operator()(const GlobalTensor<T>& input) const {
+    const GlobalTensor<T> x = at_input_boundary(input);
+    const int64_t b = x.shape()[0], s = x.shape()[1], e = x.shape()[2];
+    const auto split = [&](const GlobalTensor<T>& t) { return spsd::transpose(spsd::reshape(t, {b, s, heads, e / heads}), 1, 2); };
+    const GlobalTensor<T> a = spsd::scaled_dot_product_attention(split(q(x)), split(k(x)), split(v(x)), true);
+    return out(spsd::reshape(spsd::transpose(a, 1, 2), {b, s, e}));
+  }
+};
+
+struct Mlp : Module<T> {
+  Linear fc1, fc2;
+  Mlp(spsd::nn::Init& init, int64_t dim, int64_t hidden) : fc1(init, dim, hidden), fc2(init, hidden, dim) {
+    register_module("fc1", fc1);
+    register_module("fc2", fc2);
+  }
+  GlobalTensor<T> operator()(const GlobalTensor<T>& x) const { return fc2(spsd::gelu(fc1(at_input_boundary(x)))); }
+};
+
+struct Block : Module<T> {
+  LayerNorm ln1;
+  Attention attn;
+  LayerNorm ln2;
+  Mlp mlp;
+  Block(spsd::nn::Init& init, int64_t dim, int64_t heads)
+      : ln1(init, dim), attn(init, dim, heads), ln2(init, dim), mlp(init, dim, 2 * dim) {
+    register_module("ln1", ln1);
+    register_module("attn", attn);
+    register_module("ln2", ln2);
+    register_module("mlp", mlp);
+  }
+  GlobalTensor<T> operator()(GlobalTensor<T> x) const {
+    x = x + attn(ln1(x));
+    return x + mlp(ln2(x));
+  }
+};
+
+struct Model : Module<T> {
+  spsd::nn::ModuleList<T, Block> blocks;
+  Model(spsd::nn::Init init, int64_t layers, int64_t dim, int64_t heads) {
+    for (int64_t i = 0; i < layers; ++i) blocks.emplace_back(init, dim, heads);
+    register_module("blocks", blocks);
+  }
+  GlobalTensor<T> operator()(GlobalTensor<T> x) const {
+    for (const Block& b : blocks) x = b(x);
+    return x;
+  }
+};
+
+}  // namespace plan_model
+
+// The model's size: (batch, seq, dim) activations, heads of dim / heads, layers blocks. Batch
+// and seq divisible by 2 and 4, heads by 4: every mesh here splits them evenly, so the measured
+// bytes are the textbook ones.
+struct PlanCase {
+  int64_t batch = 4, seq = 8, dim = 16, heads = 4, layers = 2;
+  int steps = 3;
+};
+
+// A training run's observables: the loss of each step, each parameter's gradient of step 0.
+struct PlanRun {
+  std::vector<double> losses;
+  std::map<std::string, std::vector<double>> grads;
+};
+
+// The model on placement, laid out by plan, trained for c.steps steps of Adam on
+// mean((model(x) - target)^2), x and target in input_layout(plan).
+inline PlanRun run_plan(const spsd::Placement& placement, const spsd::nn::Plan& plan, const PlanCase& c) {
+  using namespace spsd;
+  plan_model::Model model(nn::Init{placement, 1000}, c.layers, c.dim, c.heads);
+  nn::parallelize(model, plan);
+  Adam<double> opt(model.parameters(), AdamOptions{.lr = 1e-2});
+  const NdSbp data = nn::input_layout(plan);
+  const GlobalTensor<double> x = randn<double>({c.batch, c.seq, c.dim}, placement, data, 1);
+  const GlobalTensor<double> target = randn<double>({c.batch, c.seq, c.dim}, placement, data, 2);
+  PlanRun run;
+  for (int step = 0; step < c.steps; ++step) {
+    opt.zero_grad();
+    const GlobalTensor<double> d = model(x) - target;
+    const GlobalTensor<double> loss = mean(d * d);
+    backward(loss);
+    run.losses.push_back(loss.item());
+    if (step == 0)
+      for (auto& [name, p] : model.named_parameters()) run.grads[name] = p.grad().full().to_vector();
+    opt.step();
+  }
+  return run;
+}
+
+// got against want: the same losses and gradients to rounding.
+inline void expect_same_run(Failures& f, const std::string& what, const PlanRun& got, const PlanRun& want) {
+  const auto close = [](double a, double b) { return std::abs(a - b) <= 1e-12 + 1e-9 * std::abs(b); };
+  if (got.losses.size() != want.losses.size()) return f.add(what + ": step counts differ");
+  for (size_t i = 0; i < got.losses.size(); ++i)
+    if (!close(got.losses[i], want.losses[i]))
+      f.add(what + ": loss of step " + std::to_string(i) + " " + std::to_string(got.losses[i]) + ", expected " +
+            std::to_string(want.losses[i]));
+  if (got.grads.size() != want.grads.size()) return f.add(what + ": parameter counts differ");
+  for (auto& [name, g] : want.grads) {
+    const auto it = got.grads.find(name);
+    if (it == got.grads.end()) {
+      f.add(what + ": no gradient of " + name);
+      continue;
+    }
+    if (it->second.size() != g.size()) {
+      f.add(what + ": gradient of " + name + " has " + std::to_string(it->second.size()) + " elements");
+      continue;
+    }
+    for (size_t i = 0; i < g.size(); ++i)
+      if (!close(it->second[i], g[i])) {
+        f.add(what + ": gradient of " + name + " element " + std::to_string(i) + " " + std::to_string(it->second[i]) +
+              ", expected " + std::to_string(g[i]));
+        break;
+      }
+  }
+}
+
+// What Megatron-SP sends per rank in one forward and backward of `layers` blocks: per block, an
+// all-gather before each column-parallel pair (attention's q/k/v, the MLP's fc1) and a
+// reduce-scatter after each row-parallel Linear (attn.out, mlp.fc2), mirrored in backward (the
+// all-gathers' backward reduce-scatters, the reduce-scatters' all-gathers): 4 all-gathers and 4
+// reduce-scatters of the group's (b, s, h) activation, each sending (t - 1) / t of it:
+//   bytes = layers * 8 * (t - 1) / t * b * s * h * sizeof(element)
+// with b the batch of one sequence-parallel group (batch / data-parallel ranks).
+inline int64_t megatron_sp_bytes(int64_t layers, int64_t t, int64_t group_batch, int64_t seq, int64_t dim,
+                                 int64_t element_size) {
+  return layers * 8 * (t - 1) * group_batch * seq * dim * element_size / t;
+}
+
+// One forward and backward of the model under plan, the gradients left as backward gives them
+// (reduce_gradients_early off: the replicated parameters' all-reduce belongs to the optimizer,
+// as Megatron's does): this rank's counters over them.
+inline CommStats fwd_bwd_stats(const spsd::Placement& placement, const spsd::nn::Plan& plan, const PlanCase& c) {
+  using namespace spsd;
+  plan_model::Model model(nn::Init{placement, 1000}, c.layers, c.dim, c.heads);
+  nn::parallelize(model, plan);
+  const NdSbp data = nn::input_layout(plan);
+  const GlobalTensor<double> x = randn<double>({c.batch, c.seq, c.dim}, placement, data, 1);
+  const GlobalTensor<double> target = randn<double>({c.batch, c.seq, c.dim}, placement, data, 2);
+  reset_comm_stats();
+  const GlobalTensor<double> d = model(x) - target;
+  backward(mean(d * d), BackwardOptions{.reduce_gradients_early = false});
+  return comm_stats();
+}
+
+// Sequence parallelism on mesh axis `axis` of placement moves Megatron-SP's bytes, all of them
+// all-gathers and reduce-scatters (4 of each per block).
+inline void check_sequence_parallel_bytes(Failures& f, const spsd::Placement& placement, const spsd::nn::Plan& plan,
+                                          size_t axis, const PlanCase& c) {
+  const spsd::Shape& mesh = placement.mesh();
+  const int64_t t = mesh[axis], groups = placement.mesh().numel() / t;
+  const CommStats s = fwd_bwd_stats(placement, plan, c);
+  const int64_t want = megatron_sp_bytes(c.layers, t, c.batch / groups, c.seq, c.dim, sizeof(double));
+  const std::string where = "sequence parallel on mesh " + mesh.to_string() + " axis " + std::to_string(axis);
+  if (s.bytes_sent != want || s.bytes_received != want)
+    f.add(where + ": " + s.to_string() + ", Megatron-SP sends and receives " + std::to_string(want) + " B");
+  const int64_t n = t > 1 ? 4 * c.layers : 0;
+  if (s.calls_of(CollectiveKind::kAllGather) != n || s.calls_of(CollectiveKind::kReduceScatter) != n)
+    f.add(where + ": " + s.to_string() + ", expected " + std::to_string(n) + " all-gathers and reduce-scatters");
+}
+
+}  // namespace spsd_test
