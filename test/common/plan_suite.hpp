@@ -122,21 +122,36 @@ struct PlanRun {
   std::map<std::string, std::vector<double>> grads;
 };
 
-// The model on placement, laid out by plan, trained for c.steps steps of Adam on
-// mean((model(x) - target)^2), x and target in input_layout(plan).
+// The loss of the model's output y (batch, seq, dim) read as logits over dim classes: the
+// cross-entropy against labels. Its backward gives the gradient in y's layout (one fused node),
+// so a step's bytes are the model's.
+inline spsd::GlobalTensor<double> plan_loss(const spsd::GlobalTensor<double>& y, const spsd::GlobalTensor<int64_t>& labels) {
+  return spsd::cross_entropy(y, labels);
+}
+
+// Inputs (batch, seq, dim) and labels (batch, seq) of a step, in input_layout(plan): randn and
+// the argmax of another randn, layout-independent values.
+struct PlanBatch {
+  spsd::GlobalTensor<double> x;
+  spsd::GlobalTensor<int64_t> labels;
+};
+inline PlanBatch plan_batch(const spsd::Placement& placement, const spsd::nn::Plan& plan, const PlanCase& c) {
+  const spsd::NdSbp data = spsd::nn::input_layout(plan);
+  return {spsd::randn<double>({c.batch, c.seq, c.dim}, placement, data, 1),
+          spsd::argmax(spsd::randn<double>({c.batch, c.seq, c.dim}, placement, data, 2), -1)};
+}
+
+// The model on placement, laid out by plan, trained for c.steps steps of Adam on plan_loss.
 inline PlanRun run_plan(const spsd::Placement& placement, const spsd::nn::Plan& plan, const PlanCase& c) {
   using namespace spsd;
   plan_model::Model model(nn::Init{placement, 1000}, c.layers, c.dim, c.heads);
   nn::parallelize(model, plan);
   Adam<double> opt(model.parameters(), AdamOptions{.lr = 1e-2});
-  const NdSbp data = nn::input_layout(plan);
-  const GlobalTensor<double> x = randn<double>({c.batch, c.seq, c.dim}, placement, data, 1);
-  const GlobalTensor<double> target = randn<double>({c.batch, c.seq, c.dim}, placement, data, 2);
+  const PlanBatch batch = plan_batch(placement, plan, c);
   PlanRun run;
   for (int step = 0; step < c.steps; ++step) {
     opt.zero_grad();
-    const GlobalTensor<double> d = model(x) - target;
-    const GlobalTensor<double> loss = mean(d * d);
+    const GlobalTensor<double> loss = plan_loss(model(batch.x), batch.labels);
     backward(loss);
     run.losses.push_back(loss.item());
     if (step == 0)
@@ -189,16 +204,13 @@ inline int64_t megatron_sp_bytes(int64_t layers, int64_t t, int64_t group_batch,
 // One forward and backward of the model under plan, the gradients left as backward gives them
 // (reduce_gradients_early off: the replicated parameters' all-reduce belongs to the optimizer,
 // as Megatron's does): this rank's counters over them.
-inline CommStats fwd_bwd_stats(const spsd::Placement& placement, const spsd::nn::Plan& plan, const PlanCase& c) {
+inline spsd::CommStats fwd_bwd_stats(const spsd::Placement& placement, const spsd::nn::Plan& plan, const PlanCase& c) {
   using namespace spsd;
   plan_model::Model model(nn::Init{placement, 1000}, c.layers, c.dim, c.heads);
   nn::parallelize(model, plan);
-  const NdSbp data = nn::input_layout(plan);
-  const GlobalTensor<double> x = randn<double>({c.batch, c.seq, c.dim}, placement, data, 1);
-  const GlobalTensor<double> target = randn<double>({c.batch, c.seq, c.dim}, placement, data, 2);
+  const PlanBatch batch = plan_batch(placement, plan, c);
   reset_comm_stats();
-  const GlobalTensor<double> d = model(x) - target;
-  backward(mean(d * d), BackwardOptions{.reduce_gradients_early = false});
+  backward(plan_loss(model(batch.x), batch.labels), BackwardOptions{.reduce_gradients_early = false});
   return comm_stats();
 }
 
@@ -208,13 +220,13 @@ inline void check_sequence_parallel_bytes(Failures& f, const spsd::Placement& pl
                                           size_t axis, const PlanCase& c) {
   const spsd::Shape& mesh = placement.mesh();
   const int64_t t = mesh[axis], groups = placement.mesh().numel() / t;
-  const CommStats s = fwd_bwd_stats(placement, plan, c);
+  const spsd::CommStats s = fwd_bwd_stats(placement, plan, c);
   const int64_t want = megatron_sp_bytes(c.layers, t, c.batch / groups, c.seq, c.dim, sizeof(double));
   const std::string where = "sequence parallel on mesh " + mesh.to_string() + " axis " + std::to_string(axis);
   if (s.bytes_sent != want || s.bytes_received != want)
     f.add(where + ": " + s.to_string() + ", Megatron-SP sends and receives " + std::to_string(want) + " B");
   const int64_t n = t > 1 ? 4 * c.layers : 0;
-  if (s.calls_of(CollectiveKind::kAllGather) != n || s.calls_of(CollectiveKind::kReduceScatter) != n)
+  if (s.calls_of(spsd::CollectiveKind::kAllGather) != n || s.calls_of(spsd::CollectiveKind::kReduceScatter) != n)
     f.add(where + ": " + s.to_string() + ", expected " + std::to_string(n) + " all-gathers and reduce-scatters");
 }
 
