@@ -60,3 +60,12 @@
 #include "spsd/io/checkpoint.hpp"
 // Modules and parallelization plans (docs/modules.md).
 #include "spsd/nn/module.hpp"
+#include "spsd/nn/activation.hpp"
+#include "spsd/nn/linear.hpp"
+#include "spsd/nn/embedding.hpp"
+#include "spsd/nn/layer_norm.hpp"
+#include "spsd/nn/rms_norm.hpp"
+#include "spsd/nn/dropout.hpp"
+#include "spsd/nn/multihead_attention.hpp"
+#include "spsd/nn/mlp.hpp"
+#include "spsd/nn/transformer_block.hpp"
