@@ -69,3 +69,5 @@
 #include "spsd/nn/multihead_attention.hpp"
 #include "spsd/nn/mlp.hpp"
 #include "spsd/nn/transformer_block.hpp"
+#include "spsd/nn/plan.hpp"
+#include "spsd/nn/parallelize.hpp"

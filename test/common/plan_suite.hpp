@@ -13,6 +13,7 @@
 #include <vector>
 
 #include <spsd/nn/parallelize.hpp>
+#include <spsd/nn/transformer_block.hpp>
 #include <spsd/spsd.hpp>
 
 #include "failures.hpp"
@@ -21,87 +22,18 @@ namespace spsd_test {
 
 namespace plan_model {
 
-using T = double;
-using spsd::GlobalTensor;
-using spsd::nn::Module;
-
-// Layers named as nn's (attn.{q,k,v,out}, mlp.{fc1,fc2}, ln1, ln2), each boxing at its module
-// boundary as nn's do: a Linear before its bias add, attention and the MLP on entry.
-struct Linear : Module<T> {
-  GlobalTensor<T> weight, bias;
-  Linear(spsd::nn::Init& init, int64_t in, int64_t out)
-      : weight(init.normal<T>({in, out}, 1.0 / std::sqrt(double(in)))), bias(init.normal<T>({out}, 0.1)) {
-    register_parameter("weight", weight);
-    register_parameter("bias", bias);
-  }
-  GlobalTensor<T> operator()(const GlobalTensor<T>& x) const {
-    return at_output_boundary(spsd::matmul(at_input_boundary(x), weight)) + bias;
-  }
-};
-
-struct LayerNorm : Module<T> {
-  GlobalTensor<T> weight, bias;
-  LayerNorm(spsd::nn::Init& init, int64_t dim) : weight(init.constant<T>({dim}, 1.0)), bias(init.constant<T>({dim}, 0.0)) {
-    register_parameter("weight", weight);
-    register_parameter("bias", bias);
-  }
-  GlobalTensor<T> operator()(const GlobalTensor<T>& x) const { return spsd::layer_norm(x, weight, bias, 1e-5); }
-};
-
-struct Attention : Module<T> {
-  int64_t heads;
-  Linear q, k, v, out;
-  Attention(spsd::nn::Init& init, int64_t dim, int64_t heads)
-      : heads(heads), q(init, dim, dim), k(init, dim, dim), v(init, dim, dim), out(init, dim, dim) {
-    register_module("q", q);
-    register_module("k", k);
-    register_module("v", v);
-    register_module("out", out);
-  }
-  GlobalTensor<T> operator()(const GlobalTensor<T>& input) const {
-    const GlobalTensor<T> x = at_input_boundary(input);
-    const int64_t b = x.shape()[0], s = x.shape()[1], e = x.shape()[2];
-    const auto split = [&](const GlobalTensor<T>& t) { return spsd::transpose(spsd::reshape(t, {b, s, heads, e / heads}), 1, 2); };
-    const GlobalTensor<T> a = spsd::scaled_dot_product_attention(split(q(x)), split(k(x)), split(v(x)), true);
-    return out(spsd::reshape(spsd::transpose(a, 1, 2), {b, s, e}));
-  }
-};
-
-struct Mlp : Module<T> {
-  Linear fc1, fc2;
-  Mlp(spsd::nn::Init& init, int64_t dim, int64_t hidden) : fc1(init, dim, hidden), fc2(init, hidden, dim) {
-    register_module("fc1", fc1);
-    register_module("fc2", fc2);
-  }
-  GlobalTensor<T> operator()(const GlobalTensor<T>& x) const { return fc2(spsd::gelu(fc1(at_input_boundary(x)))); }
-};
-
-struct Block : Module<T> {
-  LayerNorm ln1;
-  Attention attn;
-  LayerNorm ln2;
-  Mlp mlp;
-  Block(spsd::nn::Init& init, int64_t dim, int64_t heads)
-      : ln1(init, dim), attn(init, dim, heads), ln2(init, dim), mlp(init, dim, 2 * dim) {
-    register_module("ln1", ln1);
-    register_module("attn", attn);
-    register_module("ln2", ln2);
-    register_module("mlp", mlp);
-  }
-  GlobalTensor<T> operator()(GlobalTensor<T> x) const {
-    x = x + attn(ln1(x));
-    return x + mlp(ln2(x));
-  }
-};
-
-struct Model : Module<T> {
-  spsd::nn::ModuleList<T, Block> blocks;
+// A stack of nn::TransformerBlocks (layer norms, attention, gelu MLP, dropout 0.1), the model
+// code unchanged by any plan.
+struct Model : spsd::nn::Module<double> {
+  spsd::nn::ModuleList<double, spsd::nn::TransformerBlock<double>> blocks;
   Model(spsd::nn::Init init, int64_t layers, int64_t dim, int64_t heads) {
-    for (int64_t i = 0; i < layers; ++i) blocks.emplace_back(init, dim, heads);
+    const spsd::nn::TransformerConfig config{
+        .dim = dim, .heads = heads, .hidden = 2 * dim, .dropout = 0.1, .init_std = 0, .layers = layers};
+    for (int64_t i = 0; i < layers; ++i) blocks.emplace_back(init, config);
     register_module("blocks", blocks);
   }
-  GlobalTensor<T> operator()(GlobalTensor<T> x) const {
-    for (const Block& b : blocks) x = b(x);
+  spsd::GlobalTensor<double> operator()(spsd::GlobalTensor<double> x) const {
+    for (const auto& b : blocks) x = b(x);
     return x;
   }
 };
@@ -146,6 +78,7 @@ inline PlanRun run_plan(const spsd::Placement& placement, const spsd::nn::Plan& 
   using namespace spsd;
   plan_model::Model model(nn::Init{placement, 1000}, c.layers, c.dim, c.heads);
   nn::parallelize(model, plan);
+  manual_seed(7);  // the dropout masks: the same draws in every run
   Adam<double> opt(model.parameters(), AdamOptions{.lr = 1e-2});
   const PlanBatch batch = plan_batch(placement, plan, c);
   PlanRun run;
