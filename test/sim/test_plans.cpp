@@ -117,6 +117,25 @@ TEST_CASE("parallelize slices replicated parameters locally and keeps them train
   });
   INFO(f.report());
   CHECK(f.empty());
+  // Sequence parallelism on the second axis of 2x2: attention and the MLP gather the sequence on
+  // entry, the row-parallel Linears scatter it on exit; the data axis pins nothing.
+  f = spsd_test::on_simulated_ranks(4, [](Failures& mine) {
+    spsd_test::plan_model::Model model(nn::Init{mesh_placement(Shape{2, 2}), 7}, 1, 16, 4);
+    nn::parallelize(model, nn::Plan{nn::data_parallel(), nn::sequence_parallel()});
+    const auto& block = model.blocks[0];
+    using Pins = std::vector<std::optional<Sbp>>;
+    const Pins gather{std::nullopt, sbp::broadcast}, scatter{std::nullopt, sbp::split(1)};
+    if (block.attn.boundary_layouts().input != gather || block.mlp.boundary_layouts().input != gather)
+      mine.add("attn's or mlp's input is not pinned (-, B)");
+    if (block.attn.out.boundary_layouts().output != scatter || block.mlp.fc2.boundary_layouts().output != scatter)
+      mine.add("attn.out's or mlp.fc2's output is not pinned (-, S(1))");
+    if (!block.attn.q.boundary_layouts().input.empty() || !block.attn.boundary_layouts().output.empty())
+      mine.add("a module no rule names has pins");
+    if (block.attn.q.weight.nd_sbp() != NdSbp({sbp::broadcast, sbp::split(1)}))
+      mine.add("attn.q.weight is " + block.attn.q.weight.nd_sbp().to_string());
+  });
+  INFO(f.report());
+  CHECK(f.empty());
 }
 
 TEST_CASE("a plan that does not fit its model is an Error naming the misfit", "[plans]") {
