@@ -1,33 +1,55 @@
-// test_nn (sim): the layers of spsd/nn (docs/modules.md).
+// The layers of spsd/nn (docs/modules.md) under simulated ranks: the shared suite
+// (test/common/nn_suite.hpp: every layer's forward and gradients against one rank, x in batch,
+// sequence and feature splits, replicated and partial; a block against the ops by hand;
+// dropout's masks in every layout; train/eval) on meshes 1, 2, 4 and 2x2; parameter names,
+// initialization, bad input; state dicts through save/load_checkpoint across world sizes.
 #include <catch2/catch.hpp>
+#include <cstdlib>
+#include <filesystem>
 
+#include "nn_suite.hpp"
 #include "sim_helpers.hpp"
 
 using namespace spsd;
+using spsd_test::Failures;
+namespace suite = spsd_test::nn_suite;
 
-TEST_CASE("smoke: a TransformerBlock on 4 ranks with a batch-split input equals one rank", "[nn]") {
-  const nn::TransformerConfig c{.dim = 8, .heads = 2, .hidden = 16};
-  const Shape s{4, 3, 8};
-  std::vector<double> single, parallel;
-  std::vector<std::string> names;
-  for (int world : {1, 4}) {
-    spsd::simulate(world, [&] {
-      const Placement p = spsd_test::mesh_placement(Shape{world});
-      nn::Init init{p, 7};
-      nn::TransformerBlock<double> block(init, c);
-      auto x = randn<double>(s, p, NdSbp(world == 1 ? sbp::broadcast : sbp::split(0)), 3);
-      auto y = block(x).full().to_vector();
-      if (rank() == 0) {
-        (world == 1 ? single : parallel) = y;
-        names.clear();
-        for (auto& [n, t] : block.named_parameters()) names.push_back(n);
-      }
+TEST_CASE("nn layers on every mesh equal the single-process computation", "[nn]") {
+  for (const Shape& mesh : {Shape{1}, Shape{2}, Shape{4}, Shape{2, 2}}) {
+    Failures f = spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()), [&](Failures& mine) {
+      suite::run_nn_suite(spsd_test::mesh_placement(mesh), mine);
     });
+    INFO("mesh " << mesh << "\n" << f.report());
+    CHECK(f.empty());
   }
-  REQUIRE(single.size() == parallel.size());
-  for (size_t i = 0; i < single.size(); ++i) CHECK(std::abs(single[i] - parallel[i]) < 1e-12);
-  CHECK(names == std::vector<std::string>{"ln1.weight", "ln1.bias", "attn.q.weight", "attn.q.bias", "attn.k.weight",
-                                          "attn.k.bias", "attn.v.weight", "attn.v.bias", "attn.out.weight",
-                                          "attn.out.bias", "ln2.weight", "ln2.bias", "mlp.fc1.weight", "mlp.fc1.bias",
-                                          "mlp.fc2.weight", "mlp.fc2.bias"});
+}
+
+TEST_CASE("nn parameter names, initialization and bad input", "[nn]") {
+  for (const Shape& mesh : {Shape{1}, Shape{2, 2}}) {
+    Failures f = spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()), [&](Failures& mine) {
+      const Placement p = spsd_test::mesh_placement(mesh);
+      suite::check_names(p, mine);
+      suite::check_init(p, mine);
+      suite::check_bad_input(p, mine);
+    });
+    INFO("mesh " << mesh << "\n" << f.report());
+    CHECK(f.empty());
+  }
+}
+
+TEST_CASE("nn state dicts round-trip through checkpoints across world sizes", "[nn]") {
+  namespace fs = std::filesystem;
+  std::string dir = (fs::temp_directory_path() / "spsd-nn-XXXXXX").string();
+  REQUIRE(mkdtemp(dir.data()) != nullptr);
+  // Saved on a 2x2 mesh, loaded on 1 and on 2 ranks; saved on 2 ranks, loaded on 4.
+  const std::vector<std::pair<Shape, Shape>> cases = {{{2, 2}, {1}}, {{2, 2}, {2}}, {{2}, {4}}};
+  for (auto& [from, to] : cases) {
+    Failures f = spsd_test::on_simulated_ranks(4, [&](Failures& mine) {
+      suite::check_state_dict_round_trip(spsd_test::mesh_placement(from), spsd_test::mesh_placement(to),
+                                         dir + "/ckpt", mine);
+    });
+    INFO("saved on " << from << ", loaded on " << to << "\n" << f.report());
+    CHECK(f.empty());
+  }
+  fs::remove_all(dir);
 }
