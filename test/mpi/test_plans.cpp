@@ -1,7 +1,7 @@
 // Parallelization plans under mpirun: on the world's 1-d mesh, data, tensor and sequence
 // parallelism give the losses and gradients of the unparallelized model (every rank computing
 // all of it, B everywhere: the single-process arithmetic); with -np 4 the 2x2 combinations too,
-// and sequence parallelism's bytes are Megatron-SP's (test/common/plan_suite.hpp).
+// and sequence (tensor) parallelism's bytes are (at most) Megatron's (test/common/plan_suite.hpp).
 #include <catch2/catch.hpp>
 
 #include "plan_suite.hpp"
@@ -35,14 +35,19 @@ TEST_CASE("mpi plans: data, tensor, sequence and 2-d give the unparallelized los
   CHECK(f.empty());
 }
 
-TEST_CASE("mpi plans: sequence parallelism moves Megatron-SP's bytes", "[plans]") {
+TEST_CASE("mpi plans: sequence and tensor parallelism move Megatron's bytes", "[plans]") {
   const spsd_test::PlanCase c;
   spsd_test::Failures f;
-  if (c.seq % world_size() == 0)
-    spsd_test::check_sequence_parallel_bytes(f, world_mesh(Shape{world_size()}), nn::sequence_parallel(), 0, c);
-  if (world_size() == 4)
-    spsd_test::check_sequence_parallel_bytes(f, world_mesh(Shape{2, 2}),
-                                             nn::Plan{nn::data_parallel(), nn::sequence_parallel()}, 1, c);
+  if (c.seq % world_size() == 0) {
+    spsd_test::check_megatron_bytes(f, world_mesh(Shape{world_size()}), nn::sequence_parallel(), 0, c);
+    spsd_test::check_megatron_bytes(f, world_mesh(Shape{world_size()}), nn::tensor_parallel(), 0, c);
+  }
+  if (world_size() == 4) {
+    spsd_test::check_megatron_bytes(f, world_mesh(Shape{2, 2}), nn::Plan{nn::data_parallel(), nn::sequence_parallel()},
+                                    1, c);
+    spsd_test::check_megatron_bytes(f, world_mesh(Shape{2, 2}), nn::Plan{nn::data_parallel(), nn::tensor_parallel()},
+                                    1, c);
+  }
   INFO(f.report());
   CHECK(f.empty());
 }

@@ -73,7 +73,7 @@ TEST_CASE("data, tensor, sequence and 2-d plans give the single-process losses a
   }
 }
 
-TEST_CASE("sequence parallelism moves Megatron-SP's bytes: 4 all-gathers and 4 reduce-scatters a block", "[plans]") {
+TEST_CASE("sequence and tensor parallelism move Megatron's bytes: 4 all-gathers and 4 reduce-scatters, or 4 all-reduces, a block", "[plans]") {
   const PlanCase c;
   struct Case {
     Shape mesh;
@@ -82,10 +82,13 @@ TEST_CASE("sequence parallelism moves Megatron-SP's bytes: 4 all-gathers and 4 r
   };
   const std::vector<Case> cases = {{Shape{2}, nn::sequence_parallel(), 0},
                                    {Shape{4}, nn::sequence_parallel(), 0},
-                                   {Shape{2, 2}, nn::Plan{nn::data_parallel(), nn::sequence_parallel()}, 1}};
+                                   {Shape{2, 2}, nn::Plan{nn::data_parallel(), nn::sequence_parallel()}, 1},
+                                   {Shape{2}, nn::tensor_parallel(), 0},
+                                   {Shape{4}, nn::tensor_parallel(), 0},
+                                   {Shape{2, 2}, nn::Plan{nn::data_parallel(), nn::tensor_parallel()}, 1}};
   for (const Case& k : cases) {
     Failures f = spsd_test::on_simulated_ranks(static_cast<int>(k.mesh.numel()), [&](Failures& mine) {
-      spsd_test::check_sequence_parallel_bytes(mine, mesh_placement(k.mesh), k.plan, k.axis, c);
+      spsd_test::check_megatron_bytes(mine, mesh_placement(k.mesh), k.plan, k.axis, c);
     });
     INFO("mesh " << k.mesh << "\n" << f.report());
     CHECK(f.empty());
