@@ -3,9 +3,9 @@
 // two-layer MLP written as for one device. Parallelism is only the layouts the parameters and
 // the data start in (MlpLayouts); every op then picks its signature and backward follows.
 //
-// Kept in examples rather than the library: a layer is ten lines over the global ops, and a
-// module system (registration, initializers, state dicts) is a design of its own that this
-// issue does not need; the point shown here is that plain single-device code is enough.
+// Written here with the global ops alone, to show that plain single-device code is enough: a
+// layer is ten lines over them. The library's module system (spsd/nn, docs/modules.md) packages
+// such layers with parameter names, initializers, state dicts and train/eval.
 #include <cmath>
 #include <spsd/spsd.hpp>
 #include <stdexcept>

@@ -220,13 +220,16 @@ void define_shape_index_rules(RuleTable& rules) {
   define_rule(rules, "pick", [](const auto& a) {
     if (a.wants(0)) a.set(0, pick_grad(a.g(), a.template x_as<int64_t>(1), a.shape(0)[a.shape(0).ndim() - 1]));
   });
-  // Boxing moves values, so the gradient is g itself; back on the input's placement if it moved
-  // (with the input's layout, partials made B).
+  // Boxing moves values, so the gradient is g itself, boxed back into the input's layout
+  // (partials made B: each summand's gradient is the whole g), as DTensor's redistribute does.
+  // So each boxing's backward is its mirror: S->B (all-gather) gets P->S (reduce-scatter), P->S
+  // gets S->B, B->S (a slice) gets S->B; Megatron's sequence parallelism (nn::sequence_parallel)
+  // moves exactly its analytic bytes because of it.
   define_rule(rules, "to_global", [](const auto& a) {
     const GlobalData& in = a.node.inputs[0];
+    const NdSbp back = without_partial(in.nd_sbp);
     auto g = a.g();
-    if (g.placement() == in.placement) return a.set(0, g);
-    a.set(0, g.to_global(in.placement, without_partial(in.nd_sbp)));
+    a.set(0, g.placement() == in.placement && g.nd_sbp() == back ? g : g.to_global(in.placement, back));
   });
 }
 

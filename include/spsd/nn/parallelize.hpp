@@ -1,0 +1,119 @@
+#pragma once
+// nn::parallelize(model, plan): lays a single-device model out as plan says (nn/plan.hpp). Each
+// parameter moves to its layout (from B, a split is a local slice: no communication) and stays a
+// leaf that requires grad; matched modules get their boundary layouts. Make the optimizer after,
+// from model.parameters(): it then holds the laid-out tensors.
+#include <string>
+#include <vector>
+
+#include "spsd/nn/module.hpp"
+#include "spsd/nn/plan.hpp"
+
+namespace spsd::nn {
+
+namespace detail {
+
+// Up to 8 of names, for an error message that helps fix a misspelt pattern.
+inline std::string some_names(const std::vector<std::string>& names) {
+  std::string s;
+  for (size_t i = 0; i < names.size() && i < 8; ++i) s += (i ? ", " : "") + names[i];
+  if (names.size() > 8) s += ", ... (" + std::to_string(names.size()) + " in all)";
+  return s.empty() ? "none" : s;
+}
+
+// The layout the last rule matching name gives, if any; marks the rules that matched.
+inline const Rule* last_match(const std::vector<Rule>& rules, const std::string& name, std::vector<bool>& used) {
+  const Rule* found = nullptr;
+  for (size_t i = 0; i < rules.size(); ++i)
+    if (name_matches(rules[i].pattern, name)) found = &rules[i], used[i] = true;
+  return found;
+}
+
+inline void check_all_used(const AxisPlan& axis, const char* kind, const std::vector<Rule>& rules,
+                           const std::vector<bool>& used, const std::vector<std::string>& names) {
+  for (size_t i = 0; i < rules.size(); ++i)
+    SPSD_CHECK(used[i] || rules[i].optional, "nn::parallelize", "the ", axis.name, " plan's ", kind, " rule \"",
+               rules[i].pattern, "\" matches no ", kind, "; the model has: ", some_names(names));
+}
+
+}  // namespace detail
+
+template <FloatingElement T>
+void parallelize(Module<T>& model, const Plan& plan) {
+  auto slots = model.parameter_slots();
+  SPSD_CHECK(!slots.empty(), "nn::parallelize", "the model has no parameters");
+  const Placement placement = slots.front().second->placement();
+  const size_t ndim = static_cast<size_t>(placement.mesh().ndim());
+  SPSD_CHECK(plan.axes.size() == ndim, "nn::parallelize", "the plan ", plan.to_string(), " has ", plan.axes.size(),
+             " mesh axes, the model's placement ", placement, " has ", ndim);
+
+  std::vector<std::string> parameter_names, module_names;
+  for (auto& [name, p] : slots) parameter_names.push_back(name);
+  auto modules = model.named_modules();
+  for (auto& [path, m] : modules)
+    if (!path.empty()) module_names.push_back(path);
+
+  bool any_rule = false, any_match = false;  // a plan whose every rule is optional still has to fit
+  for (size_t a = 0; a < ndim; ++a) {
+    const AxisPlan& axis = plan.axes[a];
+    any_rule = any_rule || !axis.parameters.empty() || !axis.inputs.empty() || !axis.outputs.empty();
+    for (const auto& [rules, kind] : {std::pair{&axis.parameters, "parameter"}, std::pair{&axis.inputs, "input"},
+                                      std::pair{&axis.outputs, "output"}})
+      for (const Rule& r : *rules)
+        SPSD_CHECK(!r.layout.is_partial(), "nn::parallelize", "the ", axis.name, " plan's ", kind, " rule \"",
+                   r.pattern, "\" asks for ", r.layout, "; a plan's layouts are S or B");
+  }
+
+  // Parameters: one layout per mesh axis, B where no rule names it.
+  std::vector<std::vector<bool>> used(ndim);
+  for (size_t a = 0; a < ndim; ++a) used[a].assign(plan.axes[a].parameters.size(), false);
+  for (auto& [name, slot] : slots) {
+    SPSD_CHECK(slot->placement() == placement, "nn::parallelize", "the parameter ", name, " is on ",
+               slot->placement(), ", the model's first parameter on ", placement);
+    std::vector<Sbp> target;
+    for (size_t a = 0; a < ndim; ++a) {
+      const Rule* r = detail::last_match(plan.axes[a].parameters, name, used[a]);
+      any_match = any_match || r != nullptr;
+      const Sbp s = r ? r->layout : sbp::broadcast;
+      if (s.is_split()) {
+        const int64_t rank = slot->shape().ndim(), axis = s.axis() < 0 ? s.axis() + rank : s.axis();
+        SPSD_CHECK(axis >= 0 && axis < rank, "nn::parallelize", "the ", plan.axes[a].name, " plan's rule \"",
+                   r->pattern, "\" splits the parameter ", name, " of shape ", slot->shape(), " on axis ", s.axis());
+      }
+      target.push_back(s);
+    }
+    const NdSbp layout(std::move(target));
+    if (layout == slot->nd_sbp()) continue;
+    *slot = slot->detach().to_global(layout);
+    slot->requires_grad_();
+  }
+  for (size_t a = 0; a < ndim; ++a)
+    detail::check_all_used(plan.axes[a], "parameter", plan.axes[a].parameters, used[a], parameter_names);
+
+  // Module boundaries: the pins of every axis, nothing where no rule names the module.
+  std::vector<std::vector<bool>> used_in(ndim), used_out(ndim);
+  for (size_t a = 0; a < ndim; ++a) {
+    used_in[a].assign(plan.axes[a].inputs.size(), false);
+    used_out[a].assign(plan.axes[a].outputs.size(), false);
+  }
+  for (auto& [path, m] : modules) {
+    typename Module<T>::BoundaryLayouts b{std::vector<std::optional<Sbp>>(ndim), std::vector<std::optional<Sbp>>(ndim)};
+    bool in = false, out = false;
+    for (size_t a = 0; a < ndim; ++a) {
+      if (const Rule* r = detail::last_match(plan.axes[a].inputs, path, used_in[a])) b.input[a] = r->layout, in = true;
+      if (const Rule* r = detail::last_match(plan.axes[a].outputs, path, used_out[a])) b.output[a] = r->layout, out = true;
+    }
+    any_match = any_match || in || out;
+    if (!in) b.input.clear();
+    if (!out) b.output.clear();
+    m->set_boundary_layouts(std::move(b));
+  }
+  for (size_t a = 0; a < ndim; ++a) {
+    detail::check_all_used(plan.axes[a], "input", plan.axes[a].inputs, used_in[a], module_names);
+    detail::check_all_used(plan.axes[a], "output", plan.axes[a].outputs, used_out[a], module_names);
+  }
+  SPSD_CHECK(!any_rule || any_match, "nn::parallelize", "no rule of the plan ", plan.to_string(),
+             " matches a parameter or module of the model; its parameters: ", detail::some_names(parameter_names));
+}
+
+}  // namespace spsd::nn
