@@ -177,6 +177,7 @@ inline void check_layers(const Placement& p, Failures& f) {
   dropping.dropout = 0.25;
   check_layer<D, D>(f, "TransformerBlock (dropout 0.25)", p, x,
                     make(std::type_identity<nn::TransformerBlock<D>>{}, dropping), 99);
+  check_layer<D, D>(f, "Dropout(0.3)", p, x, [](nn::Init&) { return std::make_unique<nn::Dropout<D>>(0.3); }, 17);
   // Mixed precision: float masters, bfloat16 compute; the gradients reach the float masters.
   check_layer<float, bfloat16>(f, "TransformerBlock<float> in bfloat16", p, x,
                                make(std::type_identity<nn::TransformerBlock<float>>{}, gpt));
@@ -425,12 +426,38 @@ inline void check_state_dict_round_trip(const Placement& from, const Placement& 
             " differs after load_checkpoint");
 }
 
+// Pinned boundary layouts on a 1-d mesh, a row-parallel Linear as Megatron's sequence
+// parallelism runs it: the weight split on its input axis (S(0)), x split on its features, the
+// output pinned to S(1) (the sequence) and the input to S(2). The matmul's P(sum) is
+// reduce-scattered into S(1) before the bias is added: the result is S(1) and equals one rank's.
+inline void check_boundaries(const Placement& p, Failures& f) {
+  if (p.mesh().ndim() != 1) return;
+  const Shape s{2, 8, 8};
+  const Tensor<double> x = Tensor<double>::from_vector(s, uniform_values<double>(s.numel(), 51, -2, 2));
+  const auto run = [&](const Placement& on, bool pinned) {
+    nn::Init init{on, kSeed};
+    nn::Linear<double> lin(init, 8, 6);
+    if (pinned) {
+      lin.weight = lin.weight.to_global(NdSbp(sbp::split(0))).detach().requires_grad_();
+      lin.set_boundary_layouts({{sbp::split(2)}, {sbp::split(1)}});
+    }
+    const GlobalTensor<double> y = lin(from_host(x, on, NdSbp(pinned ? sbp::split(0) : sbp::broadcast)));
+    if (pinned && !(y.nd_sbp() == NdSbp(sbp::split(1))))
+      f.add("Linear with output boundary S(1): the result is " + y.nd_sbp().to_string());
+    backward(sum(y * loss_weights(y)));
+    return Run{values(y), {}, {{"weight", values(lin.weight.grad())}, {"bias", values(lin.bias->grad())}}};
+  };
+  const Run want = run(rank0(), false), got = run(p, true);
+  if (rank() == 0) expect_same_run(f, "row-parallel Linear with pinned boundaries", got, want, tolerance<double>());
+}
+
 // The whole suite on p (collective over the world; rank 0 of the world in p).
 inline void run_nn_suite(const Placement& p, Failures& f) {
   check_layers(p, f);
   check_block_by_hand(p, f);
   check_embedding(p, f);
   check_train_eval(p, f);
+  check_boundaries(p, f);
 }
 
 }  // namespace spsd_test::nn_suite

@@ -63,7 +63,7 @@ struct Rule {
   bool optional = false;
 };
 
-// One mesh axis's part of a plan. Parameters no rule names stay B; where several rules match,
+// One mesh axis's part of a plan. Parameters no rule names are B; where several rules match,
 // the last one wins, so with_parameter() refines a factory's plan. inputs / outputs pin a
 // module's boundary (nn::Module::BoundaryLayouts) on this axis.
 struct AxisPlan {
