@@ -15,7 +15,7 @@ namespace detail {
 // A 0-d int64 on the model's placement, replicated.
 template <std::floating_point T>
 spsd::GlobalTensor<int64_t> scalar(const spsd::nn::Module<T>& model, int64_t value) {
-  const spsd::Placement& p = model.parameters().front().placement();
+  const spsd::Placement p = model.parameters().front().placement();
   return spsd::full<int64_t>(spsd::Shape{}, value, p, spsd::NdSbp(std::vector<spsd::Sbp>(p.mesh().ndim(), spsd::sbp::broadcast)));
 }
 }  // namespace detail
