@@ -157,17 +157,17 @@ StepTimes time_steps(const std::vector<int64_t>& sizes, int64_t batch, int steps
 // The GPT step (--gpt): whole step and per phase, like time_steps.
 template <class C>
 StepTimes time_gpt_steps(const examples::GptConfig& c, int64_t batch, int steps) {
-  std::vector<int64_t> ranks(world_size());
-  for (int r = 0; r < world_size(); ++r) ranks[r] = r;
-  const examples::GptLayouts l = examples::gpt_layouts("data", ranks, "cuda");
-  const examples::Gpt<float> model(c, l, 1);
+  const nn::Plan plan = examples::gpt_plan("data");
+  const Placement placement = examples::gpt_placement("data", world_size(), "cuda");
+  examples::Gpt<float> model(c, {placement, 1000});
+  nn::parallelize(model, plan);
   Adam<float> adam(model.parameters(), AdamOptions{});
   std::vector<int64_t> tokens(batch * c.context), next(tokens.size());
   for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 31 + 7) % c.vocab);
   for (size_t i = 0; i < tokens.size(); ++i) next[i] = static_cast<int64_t>((i * 17 + 3) % c.vocab);
-  const auto x = from_host(Tensor<int64_t>::from_vector({batch, c.context}, tokens), l.placement, l.tokens);
-  const auto y = from_host(Tensor<int64_t>::from_vector({batch, c.context}, next), l.placement, l.tokens);
-  return time_phases([&] { return cross_entropy(cast<float>(model.template operator()<C>(x)), y); }, adam, steps);
+  const auto x = from_host(Tensor<int64_t>::from_vector({batch, c.context}, tokens), placement, nn::input_layout(plan));
+  const auto y = from_host(Tensor<int64_t>::from_vector({batch, c.context}, next), placement, nn::input_layout(plan));
+  return time_phases([&] { return cross_entropy(cast<float>(model.template forward<C>(x)), y); }, adam, steps);
 }
 
 std::string describe(const std::vector<int64_t>& sizes) {

@@ -10,8 +10,8 @@
 // Part 1, train: one data-parallel training step (zero_grad, forward, cross-entropy,
 // backward, SGD step with momentum, synchronize(); the loss is not read) of the MLP of
 // examples/train/mlp.hpp on all ranks: x and labels S(0), every weight and bias B, a fixed
-// synthetic batch (examples::generated_dataset). `--layers 2` is examples::Mlp itself
-// (784 -> hidden -> 10); `--layers L` stacks L of its examples::Linear layers with relu between
+// synthetic batch (examples::generated_dataset). `--layers 2` is examples::Mlp
+// (784 -> hidden -> 10); `--layers L` stacks L nn::Linear layers with relu between
 // (784 -> hidden -> ... -> hidden -> 10), so that some weight gradients become final while
 // backward still has layers to compute. Backward reduces each gradient early (the default).
 // With 2 layers, W1 (784 x hidden, 98.6 % of the gradient bytes) is final last and is the first
@@ -124,24 +124,21 @@ volatile float sink = 0;
 // ---------------------------------------------------------------------------------------
 // Part 1: training step
 
-// The model: examples::Mlp for 2 layers, else `layers` examples::Linear with relu between.
+// The model: `layers` nn::Linear with relu between, He-initialized as examples::Mlp (which it is
+// for 2 layers); data parallel, so every parameter stays B.
 struct Net {
   std::function<GlobalTensor<float>(const GlobalTensor<float>&)> forward;
   std::vector<GlobalTensor<float>> params;
 };
 
-Net make_net(int64_t layers, int64_t hidden, const examples::MlpLayouts& l, uint64_t seed) {
-  if (layers == 2) {
-    auto m = std::make_shared<examples::Mlp<float>>(examples::kPixels, hidden, examples::kClasses, l, seed);
-    return {[m](const GlobalTensor<float>& x) { return (*m)(x); }, m->parameters()};
-  }
-  auto fc = std::make_shared<std::vector<examples::Linear<float>>>();
+Net make_net(int64_t layers, int64_t hidden, const Placement& placement, uint64_t seed) {
+  auto fc = std::make_shared<nn::ModuleList<float, nn::Linear<float>>>();
+  nn::Init init{placement, seed};
   for (int64_t i = 0; i < layers; ++i) {
-    const bool last = i == layers - 1;
-    fc->emplace_back(i == 0 ? examples::kPixels : hidden, last ? examples::kClasses : hidden, l.placement,
-                     last ? l.w2 : l.w1, last ? l.b2 : l.b1, seed + static_cast<uint64_t>(i));
+    const int64_t in = i == 0 ? examples::kPixels : hidden, out = i == layers - 1 ? examples::kClasses : hidden;
+    fc->emplace_back(init, in, out, true, std::sqrt(2.0 / static_cast<double>(in)));
   }
-  Net net{[fc](const GlobalTensor<float>& x) {
+  return {[fc](const GlobalTensor<float>& x) {
             GlobalTensor<float> h = x;
             for (size_t i = 0; i < fc->size(); ++i) {
               h = (*fc)[i](h);
@@ -149,12 +146,7 @@ Net make_net(int64_t layers, int64_t hidden, const examples::MlpLayouts& l, uint
             }
             return h;
           },
-          {}};
-  for (const auto& f : *fc) {
-    net.params.push_back(f.weight);
-    net.params.push_back(f.bias);
-  }
-  return net;
+          fc->parameters()};
 }
 
 constexpr SgdOptions kSgd{.lr = 0.01, .momentum = 0.9};
@@ -167,12 +159,12 @@ void train_step(const Net& net, SGD<float>& sgd, const GlobalTensor<float>& x, c
 }
 
 // Two copies of the model, two steps each, synchronous and asynchronous: bit-identical.
-bool async_matches_sync(int64_t layers, int64_t hidden, const examples::MlpLayouts& l, const GlobalTensor<float>& x,
+bool async_matches_sync(int64_t layers, int64_t hidden, const Placement& placement, const GlobalTensor<float>& x,
                         const GlobalTensor<int64_t>& y) {
   std::vector<float> values[2];
   for (int mode = 0; mode < 2; ++mode) {
     set_synchronous(mode == 0);
-    Net net = make_net(layers, hidden, l, 7);
+    Net net = make_net(layers, hidden, placement, 7);
     SGD<float> sgd(net.params, kSgd);
     for (int s = 0; s < 2; ++s) train_step(net, sgd, x, y);
     for (const auto& p : net.params) {
@@ -196,9 +188,9 @@ int run_train(const std::vector<int64_t>& layer_list, const std::vector<int64_t>
   const examples::Dataset data = examples::generated_dataset(batch, 1);
   std::vector<int64_t> rows(batch);
   std::iota(rows.begin(), rows.end(), 0);
-  const examples::MlpLayouts l = examples::mlp_layouts("data", n);
-  const GlobalTensor<float> x = examples::image_batch<float>(data, rows, l.placement, l.x);
-  const GlobalTensor<int64_t> y = examples::label_batch(data, rows, l.placement, l.labels);
+  const Placement placement = examples::mlp_placement("data", n);
+  const GlobalTensor<float> x = examples::image_batch<float>(data, rows, placement, sbp::split(0));
+  const GlobalTensor<int64_t> y = examples::label_batch(data, rows, placement, sbp::split(0));
   if (rank() == 0)
     std::printf(
         "\n## Training step, data parallel (x S(0), parameters B, SGD momentum 0.9), batch %lld, %d rank(s); "
@@ -210,13 +202,13 @@ int run_train(const std::vector<int64_t>& layer_list, const std::vector<int64_t>
   int failures = 0;
   for (const int64_t layers : layer_list) {
     for (const int64_t hidden : hidden_list) {
-      if (!async_matches_sync(layers, hidden, l, x, y)) {
+      if (!async_matches_sync(layers, hidden, placement, x, y)) {
         if (rank() == 0)
           std::printf("ERROR: layers %lld hidden %lld: parameters after 2 steps differ between async and sync\n",
                       static_cast<long long>(layers), static_cast<long long>(hidden));
         ++failures;
       }
-      Net net = make_net(layers, hidden, l, 1);
+      Net net = make_net(layers, hidden, placement, 1);
       SGD<float> sgd(net.params, kSgd);
       int64_t param_count = 0;
       for (const auto& p : net.params) param_count += p.shape().numel();

@@ -22,9 +22,11 @@
 // reduced once, later). Per rank (ring collectives, 4-byte floats, A = 4NTE the bytes of one
 // activation (N, T, E)):
 //   data      all-reduce of every gradient:                          2 (n-1)/n * 4P
-//   sequence  that, plus per block attention's keys and values gathered in forward and their
-//             P(sum) gradients reduce-scattered in backward (2 + 2 tensors of A bytes, each
-//             (n-1)/n * A):                                          2 (n-1)/n * 4P + 4L (n-1)/n * A
+//   sequence  Megatron-SP (docs/modules.md, "Sequence parallelism's bytes"): per block 4
+//             all-gathers and 4 reduce-scatters of an activation, each (n-1)/n * A, plus the
+//             all-reduce of the gradients of the R parameters it leaves replicated (table,
+//             positions, layer norms, biases after a reduction, head):
+//                                                                    2 (n-1)/n * 4R + 8L (n-1)/n * A
 //   tensor    Megatron: per block 2 all-reduces of an activation in forward (attention output,
 //             MLP output) and 2 in backward (the inputs of q/k/v and of the first MLP weight),
 //             plus the vocab-parallel embedding's all-reduce and the head input's gradient, and
@@ -98,14 +100,14 @@ std::string ratio_text(double bytes, double minimum) {
 }
 
 // The GPT's textbook-scheme bytes (header comment); params: the parameter count, split_params: those
-// of the weights tensor parallelism splits.
+// of the weights the plan splits.
 double gpt_minimum_bytes(const std::string& mode, int64_t n, const examples::GptConfig& c, int64_t batch,
                          double params, double split_params) {
   auto ring = [](double parts) { return parts > 1 ? 2 * (parts - 1) / parts : 0.0; };
   const double act = 4.0 * batch * c.context * c.dim, L = static_cast<double>(c.layers);
   const double rows = 4.0 * batch * c.context;
   if (mode == "data") return ring(n) * 4 * params;
-  if (mode == "sequence") return ring(n) * 4 * params + 4 * L * (n - 1.0) / n * act;
+  if (mode == "sequence") return ring(n) * 4 * (params - split_params) + 8 * L * (n - 1.0) / n * act;
   if (mode == "tensor") return ring(n) * ((4 * L + 2) * act + 2 * rows);
   const double d = n / 2.0;
   return ring(d) * 4 * (params - split_params / 2) + ring(2) * ((4 * L + 2) * act + 2 * rows) / d;
@@ -129,8 +131,10 @@ void gpt_table(int64_t steps) {
   const examples::TextBatch b = examples::draw_batch(corpus, batch, c.context, g);
   for (const std::string mode : {"data", "sequence", "tensor", "2d"}) {
     if (mode == "2d" && n % 2 != 0) continue;
-    const examples::GptLayouts l = examples::gpt_layouts(mode, n);
-    examples::Gpt<float> model(c, l, 1);
+    const nn::Plan plan = examples::gpt_plan(mode);
+    examples::Gpt<float> model(c, {examples::gpt_placement(mode, n), 1000});
+    nn::parallelize(model, plan);
+    const Placement& placement = model.tok.weight.placement();
     Adam<float> adam(model.parameters(), {});
     double params = 0, split_params = 0;
     for (const auto& p : model.parameters()) {
@@ -139,10 +143,11 @@ void gpt_table(int64_t steps) {
       if (std::any_of(p.nd_sbp().begin(), p.nd_sbp().end(), [](const Sbp& s) { return s.is_split(); }))
         split_params += size;
     }
-    const auto x = from_host(b.inputs, l.placement, l.tokens), y = from_host(b.targets, l.placement, l.tokens);
+    const auto x = from_host(b.inputs, placement, nn::input_layout(plan)),
+               y = from_host(b.targets, placement, nn::input_layout(plan));
     const auto [median, bytes] = measure(steps, [&] {
       adam.zero_grad();
-      backward(cross_entropy(model.operator()<float>(x), y));
+      backward(cross_entropy(model.forward<float>(x), y));
       adam.step();
     });
     const double minimum = gpt_minimum_bytes(mode, n, c, batch, params, split_params);
@@ -187,11 +192,13 @@ int main(int argc, char** argv) {
                 static_cast<long long>(hidden), static_cast<long long>(batch), n, static_cast<long long>(steps));
   for (const std::string mode : {"data", "tensor", "2d"}) {
     if (mode == "2d" && n % 2 != 0) continue;
-    const examples::MlpLayouts l = examples::mlp_layouts(mode, n);
-    examples::Mlp<float> model(examples::kPixels, hidden, examples::kClasses, l, 1);
+    const nn::Plan plan = examples::mlp_plan(mode);
+    const Placement placement = examples::mlp_placement(mode, n);
+    examples::Mlp<float> model({placement, 1}, examples::kPixels, hidden, examples::kClasses);
+    nn::parallelize(model, plan);
     Adam<float> adam(model.parameters(), {});
-    const GlobalTensor<float> x = examples::image_batch<float>(data, rows, l.placement, l.x);
-    const GlobalTensor<int64_t> y = examples::label_batch(data, rows, l.placement, l.labels);
+    const GlobalTensor<float> x = examples::image_batch<float>(data, rows, placement, nn::input_layout(plan));
+    const GlobalTensor<int64_t> y = examples::label_batch(data, rows, placement, nn::input_layout(plan));
     const auto [median, bytes] = measure(steps, [&] {
       adam.zero_grad();
       backward(cross_entropy(model(x), y));

@@ -1,9 +1,9 @@
 // 07_train_mlp: a 784 -> hidden -> 10 MLP trained on Fashion-MNIST with Adam, data-, tensor- or
-// 2-d-parallel. The model and the training loop are written as for one device; the parallelism
-// is only the layouts the parameters and the batches start in (train/mlp.hpp):
+// 2-d-parallel. The model (train/mlp.hpp, two nn::Linear) and the training loop are written as
+// for one device; --parallel picks a plan (examples::mlp_plan), which nn::parallelize applies:
 //   --parallel data     x S(0), weights B: gradients come out P(sum), the optimizer's boxing to B
 //                       is the all-reduce of data parallelism
-//   --parallel tensor   Megatron: W1 S(1), W2 S(0); the P(sum) logits are reduced once
+//   --parallel tensor   Megatron: fc1.weight S(1), fc2.weight S(0); the P(sum) logits are reduced once
 //   --parallel 2d       (world/2, 2) mesh: data parallel on mesh axis 0, tensor on axis 1
 // --device cuda|cpu: where the placement is (default: cuda when a GPU is usable, else cpu; the
 // choice is printed at start). Several ranks on one GPU share it (host-staged collectives).
@@ -74,10 +74,11 @@ Options parse(int argc, char** argv) {
 }
 
 // The model's logits for a batch, computed in --dtype (16-bit: mixed precision), as float32.
+// batch: the input layout of the plan.
 GlobalTensor<float> logits(const std::string& dtype, const examples::Mlp<float>& model, const Dataset& d,
-                           const std::vector<int64_t>& rows, const examples::MlpLayouts& l) {
+                           const std::vector<int64_t>& rows, const NdSbp& batch) {
   return examples::with_compute_type(dtype, [&]<FloatingElement C>() {
-    return cast<float>(model(examples::image_batch<C>(d, rows, l.placement, l.x)));
+    return cast<float>(model(examples::image_batch<C>(d, rows, model.fc1.weight.placement(), batch)));
   });
 }
 
@@ -94,14 +95,13 @@ void progress(int64_t epoch, int64_t done, int64_t total, int64_t rate, double s
 }
 
 // Share of test samples whose largest logit is the label (forward only, no graph recorded).
-double accuracy(const examples::Mlp<float>& model, const Dataset& test, const examples::MlpLayouts& l,
-                const std::string& dtype) {
+double accuracy(const examples::Mlp<float>& model, const Dataset& test, const NdSbp& batch, const std::string& dtype) {
   NoGradGuard no_grad;
   int64_t correct = 0;
   for (int64_t start = 0; start < test.size(); start += 1000) {
     std::vector<int64_t> rows(std::min<int64_t>(1000, test.size() - start));
     std::iota(rows.begin(), rows.end(), start);
-    const std::vector<float> values = logits(dtype, model, test, rows, l).full().to_vector();
+    const std::vector<float> values = logits(dtype, model, test, rows, batch).full().to_vector();
     for (size_t i = 0; i < rows.size(); ++i) {
       const float* row = values.data() + i * examples::kClasses;
       correct += std::max_element(row, row + examples::kClasses) - row == test.labels[rows[i]];
@@ -120,16 +120,19 @@ int main(int argc, char** argv) {
                              : examples::generated_dataset(o.train_limit > 0 ? o.train_limit : 6000, 7);
   const Dataset test = real ? examples::read_idx(o.data, "t10k", o.test_limit)
                             : examples::generated_dataset(o.test_limit > 0 ? o.test_limit : 1000, 8);
-  const examples::MlpLayouts l = examples::mlp_layouts(o.parallel, world_size(), o.device);
-  if (rank() == 0)
-    std::printf("%s: %lld train / %lld test samples; --device %s --dtype %s --parallel %s on %s\n  x %s, W1 %s, b1 %s, W2 %s, b2 %s\n",
+  const nn::Plan plan = examples::mlp_plan(o.parallel);
+  const NdSbp batch = nn::input_layout(plan);
+  const Placement placement = examples::mlp_placement(o.parallel, world_size(), o.device);
+  examples::Mlp<float> model({placement, o.seed}, examples::kPixels, o.hidden, examples::kClasses);
+  nn::parallelize(model, plan);
+  if (rank() == 0) {
+    std::printf("%s: %lld train / %lld test samples; --device %s --dtype %s --parallel %s on %s\n  x %s",
                 real ? "Fashion-MNIST" : "generated stand-in (dataset-fashion-mnist is not installed)",
                 static_cast<long long>(train.size()), static_cast<long long>(test.size()), o.device.c_str(),
-                o.dtype.c_str(), o.parallel.c_str(),
-                l.placement.to_string().c_str(), l.x.to_string().c_str(), l.w1.to_string().c_str(),
-                l.b1.to_string().c_str(), l.w2.to_string().c_str(), l.b2.to_string().c_str());
-
-  examples::Mlp<float> model(examples::kPixels, o.hidden, examples::kClasses, l, o.seed);
+                o.dtype.c_str(), o.parallel.c_str(), placement.to_string().c_str(), batch.to_string().c_str());
+    for (const auto& [name, p] : model.named_parameters()) std::printf(", %s %s", name.c_str(), p.nd_sbp().to_string().c_str());
+    std::printf("\n");
+  }
   Adam<float> optimizer(model.parameters(), {.lr = o.lr});
   GradScaler scaler;  // float16 only
   int64_t skipped = 0;
@@ -154,7 +157,7 @@ int main(int argc, char** argv) {
       if (step >= last) break;
       const std::vector<int64_t> rows(order.begin() + s * o.batch, order.begin() + (s + 1) * o.batch);
       GlobalTensor<float> loss =
-          cross_entropy(logits(o.dtype, model, train, rows, l), examples::label_batch(train, rows, l.placement, l.labels));
+          cross_entropy(logits(o.dtype, model, train, rows, batch), examples::label_batch(train, rows, placement, batch));
       optimizer.zero_grad();
       if (o.dtype == "float16") {
         backward(scaler.scale(loss));
@@ -178,7 +181,7 @@ int main(int argc, char** argv) {
                                  static_cast<long long>(first + curve.size()), o.save.c_str());
   }
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-  const double acc = accuracy(model, test, l, o.dtype);
+  const double acc = accuracy(model, test, batch, o.dtype);
   if (rank() == 0) {
     std::printf("trained %lld steps in %.1f s; test accuracy %.4f\n", static_cast<long long>(curve.size()), seconds, acc);
     if (o.dtype == "float16")

@@ -1,10 +1,12 @@
 // 08_gpt: a character-level GPT trained on the fortunes Debian ships, data-, sequence-,
-// tensor- or 2-d-parallel. The model (train/gpt.hpp) and this loop are written as for one
-// device; the parallelism is only the layouts the parameters and the tokens start in:
-//   --parallel data       tokens split on the batch, parameters B
-//   --parallel sequence   tokens split on the sequence: attention gathers keys and values
-//   --parallel tensor     Megatron: heads and MLP hidden units split, vocab-parallel head and loss
-//   --parallel 2d         (world/2, 2) mesh: data parallel on mesh axis 0, tensor on axis 1
+// tensor- or 2-d-parallel. The model (train/gpt.hpp, nn layers) and this loop are written as for
+// one device; --parallel picks a plan (examples::gpt_plan), which nn::parallelize applies:
+//   --parallel data         tokens split on the batch, parameters B
+//   --parallel sequence     Megatron-SP: tensor parallelism with the residual stream, layer norms
+//                           and dropout split on the sequence
+//   --parallel tensor       Megatron: heads and MLP hidden units split, vocab-parallel table, head and loss
+//   --parallel 2d           (world/2, 2) mesh: data parallel on mesh axis 0, tensor on axis 1
+//   --parallel 2d-sequence  (world/2, 2) mesh: data parallel on mesh axis 0, sequence on axis 1
 // --device cuda|cpu (default: cuda when a GPU is usable), --dtype float32|bfloat16|float16 (the
 // forward in that type on float32 master weights; float16 adds a GradScaler).
 // Options: --steps N (1500: about 2 minutes on 4 ranks of a 2-core machine), --batch N (32), --context N (64), --dim N (128), --heads N (4),
@@ -74,10 +76,9 @@ Options parse(int argc, char** argv) {
 
 // The loss of a batch: the forward in --dtype, the loss in float32.
 GlobalTensor<float> loss_of(const std::string& dtype, const examples::Gpt<float>& model,
-                            const GlobalTensor<int64_t>& inputs, const GlobalTensor<int64_t>& targets,
-                            uint64_t dropout_seed) {
+                            const GlobalTensor<int64_t>& inputs, const GlobalTensor<int64_t>& targets) {
   return examples::with_compute_type(dtype, [&]<FloatingElement C>() {
-    return cross_entropy(cast<float>(model.template operator()<C>(inputs, dropout_seed)), targets);
+    return cross_entropy(cast<float>(model.template forward<C>(inputs)), targets);
   });
 }
 
@@ -96,11 +97,11 @@ void progress(int64_t step, int64_t steps, double tokens_per_s, double loss, boo
 // distribution. Every rank draws the same numbers (one seeded generator), so all agree on
 // the text. The window is always `context` tokens (the prompt padded at its end: causal
 // attention keeps the padding out of the positions read), so every step reuses one plan.
-std::string generate(const examples::Gpt<float>& model, const examples::Corpus& corpus, const examples::GptLayouts& l,
-                     int64_t n, uint64_t seed) {
+std::string generate(const examples::Gpt<float>& model, const examples::Corpus& corpus, int64_t n, uint64_t seed) {
   NoGradGuard no_grad;
   const int64_t context = model.config.context, v = corpus.vocab_size();
-  const NdSbp replicated(std::vector<Sbp>(l.placement.mesh().ndim(), sbp::broadcast));
+  const Placement& placement = model.tok.weight.placement();
+  const NdSbp replicated(std::vector<Sbp>(placement.mesh().ndim(), sbp::broadcast));
   std::mt19937_64 g(seed);
   std::vector<int64_t> text = {corpus.id['\n'] >= 0 ? corpus.id['\n'] : 0};
   for (int64_t i = 0; i < n; ++i) {
@@ -108,8 +109,8 @@ std::string generate(const examples::Gpt<float>& model, const examples::Corpus& 
     std::vector<int64_t> window(text.begin() + begin, text.end());
     const int64_t at = static_cast<int64_t>(window.size()) - 1;
     window.resize(static_cast<size_t>(context), 0);
-    const auto tokens = from_host(Tensor<int64_t>::from_vector({1, context}, window), l.placement, replicated);
-    const std::vector<float> logits = slice(model.operator()<float>(tokens), 1, at, at + 1).full().to_vector();
+    const auto tokens = from_host(Tensor<int64_t>::from_vector({1, context}, window), placement, replicated);
+    const std::vector<float> logits = slice(model.forward<float>(tokens), 1, at, at + 1).full().to_vector();
     const float top = *std::max_element(logits.begin(), logits.end());
     std::vector<double> p(static_cast<size_t>(v));
     for (int64_t j = 0; j < v; ++j) p[j] = std::exp((logits[j] - top) / 0.8);
@@ -125,21 +126,25 @@ int main(int argc, char** argv) {
   const Options o = parse(argc, argv);
   const examples::Corpus corpus = examples::have_fortunes(o.text) ? examples::read_fortunes(o.text, o.text_limit)
                                                                   : examples::generated_corpus(o.text_limit > 0 ? o.text_limit : 200000, 7);
-  const examples::GptLayouts l = examples::gpt_layouts(o.parallel, world_size(), o.device);
+  const nn::Plan plan = examples::gpt_plan(o.parallel);
+  const NdSbp tokens = nn::input_layout(plan);
   const examples::GptConfig config{corpus.vocab_size(), o.context, o.dim, o.heads, o.layers, o.dropout, o.tied};
-  examples::Gpt<float> model(config, l, o.seed);
+  examples::Gpt<float> model(config, {examples::gpt_placement(o.parallel, world_size(), o.device), o.seed * 1000});
+  nn::parallelize(model, plan);
+  const Placement& placement = model.tok.weight.placement();
   int64_t parameters = 0;
   for (const auto& p : model.parameters()) parameters += p.shape().numel();
+  const auto layout = [&](const std::string& name) { return model.state_dict().at<float>(name).nd_sbp().to_string(); };
   if (rank() == 0)
     std::printf("%s: %zu characters, vocabulary %lld, unigram entropy %.3f nats/char\n"
                 "GPT: %lld layers, dim %lld, %lld heads, context %lld, %lld parameters%s; --parallel %s on %s, "
-                "--device %s --dtype %s\n  tokens %s, column weights %s, row weights %s, token table %s\n",
+                "--device %s --dtype %s\n  tokens %s, attn.q %s, attn.out %s, token table %s\n",
                 corpus.source.c_str(), corpus.text.size(), static_cast<long long>(corpus.vocab_size()),
                 corpus.unigram_entropy(), static_cast<long long>(o.layers), static_cast<long long>(o.dim),
                 static_cast<long long>(o.heads), static_cast<long long>(o.context), static_cast<long long>(parameters),
-                o.tied ? " (tied head)" : "", o.parallel.c_str(), l.placement.to_string().c_str(), o.device.c_str(),
-                o.dtype.c_str(), l.tokens.to_string().c_str(), l.column.to_string().c_str(), l.row.to_string().c_str(),
-                l.table.to_string().c_str());
+                o.tied ? " (tied head)" : "", o.parallel.c_str(), placement.to_string().c_str(), o.device.c_str(),
+                o.dtype.c_str(), tokens.to_string().c_str(), layout("blocks.0.attn.q.weight").c_str(),
+                layout("blocks.0.attn.out.weight").c_str(), layout("tok.weight").c_str());
 
   Adam<float> optimizer(model.parameters(), {.lr = o.lr});
   GradScaler scaler;  // float16 only
@@ -151,9 +156,9 @@ int main(int argc, char** argv) {
   const auto start = std::chrono::steady_clock::now();
   for (int64_t step = 1; step <= o.steps; ++step) {
     const examples::TextBatch b = examples::draw_batch(corpus, o.batch, o.context, batches);
-    const auto inputs = from_host(b.inputs, l.placement, l.tokens);
-    const auto targets = from_host(b.targets, l.placement, l.tokens);
-    GlobalTensor<float> loss = loss_of(o.dtype, model, inputs, targets, o.seed * 1000003 + static_cast<uint64_t>(step));
+    manual_seed(o.seed * 1000003 + static_cast<uint64_t>(step));  // this step's dropout masks
+    GlobalTensor<float> loss =
+        loss_of(o.dtype, model, from_host(b.inputs, placement, tokens), from_host(b.targets, placement, tokens));
     optimizer.zero_grad();
     if (o.dtype == "float16") {
       backward(scaler.scale(loss));
@@ -190,7 +195,8 @@ int main(int argc, char** argv) {
     }
   }
   if (o.sample > 0) {
-    const std::string text = generate(model, corpus, l, o.sample, o.seed);
+    model.eval();  // no dropout
+    const std::string text = generate(model, corpus, o.sample, o.seed);
     if (rank() == 0) std::printf("--- sample (%lld characters) ---\n%s\n---\n", static_cast<long long>(o.sample), text.c_str());
   }
   return 0;

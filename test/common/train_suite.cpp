@@ -48,17 +48,20 @@ template <class C>
 TrainTrace train_trace(const std::string& mode, const std::vector<int64_t>& ranks, int steps, const std::string& device) {
   using T = std::conditional_t<is_half_v<C>, float, C>;
   (void)slice();  // read before any rank starts communicating
-  const examples::MlpLayouts l = examples::mlp_layouts(mode, ranks, device);
-  examples::Mlp<T> model(examples::kPixels, kHidden, examples::kClasses, l, 5);
+  const nn::Plan plan = examples::mlp_plan(mode);
+  const Placement placement = examples::mlp_placement(mode, ranks, device);
+  const NdSbp batch = nn::input_layout(plan);
+  examples::Mlp<T> model({placement, 5}, examples::kPixels, kHidden, examples::kClasses);
+  nn::parallelize(model, plan);
   auto optimizer = make_optimizer<T>(model.parameters());
-  const bool member = l.placement.contains(rank());
+  const bool member = placement.contains(rank());
   TrainTrace trace;
   for (int s = 0; s < steps; ++s) {
     std::vector<int64_t> rows(kBatch);
     std::iota(rows.begin(), rows.end(), (s * kBatch) % kSlice);
     // The loss in T: 16-bit logits are cast up first (as torch.autocast runs cross-entropy in float32).
-    GlobalTensor<T> loss = cross_entropy(cast<T>(model(examples::image_batch<C>(slice(), rows, l.placement, l.x))),
-                                         examples::label_batch(slice(), rows, l.placement, l.labels));
+    GlobalTensor<T> loss = cross_entropy(cast<T>(model(examples::image_batch<C>(slice(), rows, placement, batch))),
+                                         examples::label_batch(slice(), rows, placement, batch));
     optimizer.zero_grad();
     backward(loss);
     if (s == 0)

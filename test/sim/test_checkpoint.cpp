@@ -15,6 +15,7 @@
 #include "sim_helpers.hpp"
 #include "train/checkpoint.hpp"
 #include "train/fashion_mnist.hpp"
+#include "train/mlp.hpp"
 
 using namespace spsd;
 using spsd_test::Failures;
@@ -282,16 +283,19 @@ Run train(int64_t from, int64_t to, const std::string& resume, const std::string
   static const examples::Dataset data = examples::generated_dataset(160, 4);
   Run run;
   spsd::simulate(4, [&] {
-    const examples::MlpLayouts l = examples::mlp_layouts("2d", 4);
-    examples::Mlp<float> model(examples::kPixels, 16, examples::kClasses, l, init_seed);
+    const nn::Plan plan = examples::mlp_plan("2d");
+    examples::Mlp<float> model({examples::mlp_placement("2d", 4), init_seed}, examples::kPixels, 16, examples::kClasses);
+    nn::parallelize(model, plan);
+    const Placement& placement = model.fc1.weight.placement();
+    const NdSbp batch = nn::input_layout(plan);
     Adam<float> adam(model.parameters(), {.lr = 1e-2});
     const int64_t first = resume.empty() ? 0 : examples::resume_training(resume, model, adam);
     if (first != from) throw Error(detail::concat("resumed at step ", first, ", expected ", from));
     for (int64_t s = from; s < to; ++s) {
       std::vector<int64_t> rows(20);
       std::iota(rows.begin(), rows.end(), (s * 20) % data.size());
-      GlobalTensor<float> loss = cross_entropy(model(examples::image_batch<float>(data, rows, l.placement, l.x)),
-                                               examples::label_batch(data, rows, l.placement, l.labels));
+      GlobalTensor<float> loss = cross_entropy(model(examples::image_batch<float>(data, rows, placement, batch)),
+                                               examples::label_batch(data, rows, placement, batch));
       adam.zero_grad();
       backward(loss);
       adam.step();
