@@ -106,7 +106,8 @@ void check_distribute(Failures& mine, const Shape& shape, const std::string& dev
         // Every rank of the placement holds its box (the partial filler elsewhere), as from_host's.
         if (p.contains(me)) {
           const GlobalTensor<T> reference = from_host(whole, p, nd);
-          expect_elements(mine, what, t.to_local().data(), reference.to_local().to_vector());
+          const std::vector<T> got = t.to_local().to_vector();  // host values, on any device
+          expect_elements(mine, what, got.data(), reference.to_local().to_vector());
         }
       }
     }
