@@ -1,8 +1,9 @@
 // The cross-rank consistency check (runtime/consistency.hpp, DESIGN.md 3.5, docs/communicators.md).
 // Per rank set and rank: a count of the ops noted, a running digest of (count, op hash), and the
 // ops noted since the last successful check. A check exchanges one fixed-size record per rank on
-// the rank set's check communicator; only when records differ do ranks exchange more (the
-// pending op hashes, then the descriptions of the first op that differs) to name the culprit.
+// the rank set's check communicator (or, on large rank sets, reduces their bounds); only when
+// records differ do ranks exchange more (the records, the pending op hashes, then the
+// descriptions of the first op that differs) to name the culprit.
 #include "spsd/runtime/consistency.hpp"
 
 #include <algorithm>
@@ -141,14 +142,27 @@ Communicator& check_communicator(Context& ctx, RankSetState& s, const std::vecto
   return *s.comm;
 }
 
-// Every member's record. Up to kPointToPointMembers members: one message to and from each
-// other member, so that a timeout names the members whose record never came (MPI cannot say
-// who is missing from a collective). Larger rank sets all-gather instead, log(n) steps rather
-// than 2(n-1) messages per member on every check; their timeout says a member is missing but,
-// under MPI, not which.
-std::vector<Record> exchange_records(Communicator& comm, const Record& mine) {
+// Every member's record when they differ; empty when every member holds mine. Up to
+// kPointToPointMembers members: one message to and from each other member, so that a timeout
+// names the members whose record never came (MPI cannot say who is missing from a collective).
+// Larger rank sets first reduce: the maximum of each record word and of its complement (~w
+// reverses the order, so that maximum is ~minimum), 2 x 32 bytes in log(n) steps whatever n;
+// equal maximum and minimum everywhere means every member holds the same record. Only then do
+// they all-gather the records, to name the culprit. Every member sees the same reduction, so
+// all take the same path. Under MPI their timeout says a member is missing but not which.
+std::vector<Record> differing_records(Communicator& comm, const Record& mine) {
   std::vector<Record> all(comm.size());
   if (comm.size() > kPointToPointMembers) {
+    const auto* words = reinterpret_cast<const int64_t*>(&mine);
+    int64_t bounds[2 * kRecordWords];
+    for (int64_t i = 0; i < kRecordWords; ++i) {
+      bounds[i] = words[i];
+      bounds[kRecordWords + i] = ~words[i];
+    }
+    comm.all_reduce(bounds, bounds, 2 * kRecordWords, DType::kInt64, ReduceOp::kMax);
+    bool same = true;
+    for (int64_t i = 0; i < kRecordWords; ++i) same = same && bounds[i] == ~bounds[kRecordWords + i];
+    if (same) return {};
     comm.all_gather(&mine, all.data(), kRecordWords, DType::kInt64);
     return all;
   }
@@ -161,7 +175,17 @@ std::vector<Record> exchange_records(Communicator& comm, const Record& mine) {
   }
   comm.send_recv(sends, recvs, DType::kInt64);
   all[comm.rank()] = mine;
+  if (std::all_of(all.begin(), all.end(), [&](const Record& r) { return r == mine; })) return {};
   return all;
+}
+
+// The size of a check that passes, for the scheduler (whether to run it inline) and the trace:
+// every member's record, or the reduction's two records per step (log2 n steps).
+int64_t check_bytes(int64_t members) {
+  if (members <= kPointToPointMembers) return static_cast<int64_t>(sizeof(Record)) * members;
+  int64_t steps = 0;
+  while ((int64_t{1} << steps) < members) ++steps;
+  return 2 * static_cast<int64_t>(sizeof(Record)) * steps;
 }
 
 // "ranks 0, 2, 3 issued add(...); rank 1 issued full(...)": members grouped by what they said.
@@ -251,13 +275,13 @@ void compare(Context& ctx, RankSetState& s, const CheckRequest& request) {
   const Record mine{request.seq, request.digest, request.pending.size(), request.pending.back().hash};
   std::vector<Record> records;
   try {
-    records = exchange_records(check_communicator(ctx, s, request.ranks), mine);
+    records = differing_records(check_communicator(ctx, s, request.ranks), mine);
   } catch (const Error& e) {
     s.restart.store(true, std::memory_order_release);
     throw_error("consistency check", "ranks ", join(request.ranks), " could not compare their global ops (world rank ",
                 ctx.rank, " is at op #", request.seq, ", ", request.pending.back().description(), "): ", e.what());
   }
-  if (std::all_of(records.begin(), records.end(), [&](const Record& r) { return r == mine; })) return;
+  if (records.empty()) return;
   s.restart.store(true, std::memory_order_release);
   report_mismatch(*s.comm, request, records);
 }
@@ -276,7 +300,7 @@ void check_ops(const std::vector<int64_t>& ranks) {
   auto request = std::make_shared<const CheckRequest>(CheckRequest{ranks, s.seq, s.digest, std::move(s.pending)});
   s.pending.clear();
   issue_comm({"consistency check", {}, {}, [&ctx, &s, request] { compare(ctx, s, *request); },
-              static_cast<int64_t>(sizeof(Record)) * static_cast<int64_t>(ranks.size())});
+              check_bytes(static_cast<int64_t>(ranks.size()))});
 }
 
 }  // namespace spsd::detail

@@ -51,7 +51,7 @@ void expect_check_passes(const std::vector<int64_t>& ranks, Failures& f) {
 }  // namespace
 
 TEST_CASE("consistency: the same ops on every rank pass, on the world and on sub rank sets", "[consistency]") {
-  const int n = GENERATE(1, 2, 3, 4, 12);  // 12: more than kPointToPointMembers, records all-gathered
+  const int n = GENERATE(1, 2, 3, 4, 12, 256);  // 12, 256: more than kPointToPointMembers, bounds reduced
   INFO(n << " simulated ranks");
   Failures failures = on_simulated_ranks(n, [&](Failures& f) {
     try {
@@ -78,7 +78,7 @@ TEST_CASE("consistency: the same ops on every rank pass, on the world and on sub
 }
 
 TEST_CASE("consistency: a different op on one rank raises spsd::Error on every rank", "[consistency]") {
-  const int n = GENERATE(2, 3, 4, 12);
+  const int n = GENERATE(2, 3, 4, 12, 256);  // 256: the reduction finds it, the gather names it
   const int odd = GENERATE_COPY(0, n - 1);  // the rank that diverges
   INFO(n << " simulated ranks, world rank " << odd << " diverges");
   std::vector<Failures> after(n);

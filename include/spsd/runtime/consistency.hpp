@@ -58,7 +58,8 @@ CheckMode check_mode();
 inline constexpr size_t kMaxPendingOps = 256;
 
 // Rank sets up to this size compare their records point-to-point (a timeout names the missing
-// members); larger ones all-gather them (log n steps; under MPI a timeout cannot name them).
+// members); larger ones reduce the records' bounds (64 bytes, log n steps) and all-gather the
+// records only when they differ (under MPI a timeout cannot name the missing members).
 inline constexpr int64_t kPointToPointMembers = 8;
 
 }  // namespace spsd::detail
