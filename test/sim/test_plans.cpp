@@ -1,7 +1,8 @@
 // Parallelization plans under simulated ranks: data, tensor and sequence parallelism on meshes
 // {1}, {2}, {4} and their 2-d combinations on 2x2 give the unparallelized run's losses and
 // gradients (test/common/plan_suite.hpp); sequence parallelism moves Megatron-SP's bytes; the
-// name patterns; the errors of a plan that does not fit its model.
+// name patterns; the errors of a plan that does not fit its model; and ([scale], area
+// sim-scale-256) the same training on 256 simulated ranks.
 #include <catch2/catch.hpp>
 
 #include "plan_suite.hpp"
@@ -170,4 +171,23 @@ TEST_CASE("a plan that does not fit its model is an Error naming the misfit", "[
   // Every rule optional and none matching: a plan for another model.
   e = error_of(Shape{2}, nn::AxisPlan{.name = "other"}.with_parameter("encoder.*", sbp::split(0), true));
   CHECK_THAT(e, Catch::Contains("matches a parameter or module") && Catch::Contains("(other)"));
+}
+
+TEST_CASE("256 simulated ranks: a data-parallel and a 2-d training run give the single-process run", "[scale]") {
+  // Simulation at scale: 256 rank threads (and their communication workers) on this machine.
+  const PlanCase c{.batch = 256, .seq = 4, .dim = 8, .heads = 2, .layers = 1, .steps = 2};
+  const PlanRun ref = single_process(c);
+  struct Case {
+    Shape mesh;
+    nn::Plan plan;
+  };
+  const std::vector<Case> cases = {{Shape{256}, nn::data_parallel()},
+                                   {Shape{128, 2}, nn::Plan{nn::data_parallel(), nn::tensor_parallel()}}};
+  for (const Case& k : cases) {
+    Failures f = spsd_test::on_simulated_ranks(static_cast<int>(k.mesh.numel()), [&](Failures& mine) {
+      spsd_test::expect_same_run(mine, k.plan.to_string(), spsd_test::run_plan(mesh_placement(k.mesh), k.plan, c), ref);
+    });
+    INFO("mesh " << k.mesh << ", plan " << k.plan.to_string() << "\n" << f.report());
+    CHECK(f.empty());
+  }
 }
