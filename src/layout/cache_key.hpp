@@ -22,7 +22,7 @@ struct CacheKey {
   void add(const Placement& placement) {
     add(static_cast<int64_t>(placement.device_type()));
     add(placement.mesh());
-    words.insert(words.end(), placement.ranks().begin(), placement.ranks().end());
+    add(static_cast<int64_t>(placement.rank_list().id()));  // one word for any number of ranks
   }
   void add(const NdSbp& nd_sbp) {
     add(static_cast<int64_t>(nd_sbp.size()));

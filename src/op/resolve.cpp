@@ -103,7 +103,7 @@ std::shared_ptr<const Resolution> compute(const OpSchema& op, const OpAttrs& att
 detail::CacheKey make_key(const OpSchema& op, const OpAttrs& attrs, const Placement& placement,
                           std::span<const detail::ResolveInput> inputs) {
   detail::CacheKey k;
-  k.words.reserve(8 + attrs.size() + placement.size() + inputs.size() * 12);
+  k.words.reserve(12 + attrs.size() + inputs.size() * 12);
   k.add(static_cast<int64_t>(reinterpret_cast<intptr_t>(&op)));
   k.add(static_cast<int64_t>(attrs.size()));
   k.words.insert(k.words.end(), attrs.begin(), attrs.end());

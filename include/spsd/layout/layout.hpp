@@ -92,9 +92,7 @@ inline NdSbp without_partial(const NdSbp& nd_sbp) {
 inline Layout without_partial(const Layout& l) { return {l.placement, without_partial(l.nd_sbp)}; }
 
 // The same ranks and mesh in another memory space.
-inline Placement on_device(const Placement& p, DeviceType device) {
-  return Placement(std::string(to_string(device)), p.ranks(), p.mesh());
-}
+inline Placement on_device(const Placement& p, DeviceType device) { return p.with_device_type(device); }
 inline Layout on_device(const Layout& l, DeviceType device) { return {on_device(l.placement, device), l.nd_sbp}; }
 
 }  // namespace spsd

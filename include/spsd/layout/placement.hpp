@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
+#include <memory>
 #include <ostream>
 #include <string>
 #include <string_view>
@@ -10,6 +11,7 @@
 
 #include "spsd/core/error.hpp"
 #include "spsd/core/shape.hpp"
+#include "spsd/layout/rank_list.hpp"
 
 namespace spsd {
 
@@ -33,21 +35,29 @@ class Placement {
   Placement(std::string_view type, std::vector<int64_t> ranks)
       : Placement(type, ranks, Shape{static_cast<int64_t>(ranks.size())}) {}
   Placement(std::string_view type, std::vector<int64_t> ranks, Shape mesh)
-      : device_type_(parse_device_type(type)), mesh_(std::move(mesh)), ranks_(std::move(ranks)) {
-    validate();
+      : device_type_(parse_device_type(type)), mesh_(std::move(mesh)) {
+    SPSD_CHECK(mesh_.ndim() >= 1, "Placement", "mesh must have at least one axis, got ", mesh_);
+    SPSD_CHECK(mesh_.numel() == static_cast<int64_t>(ranks.size()), "Placement", "mesh ", mesh_, " holds ",
+               mesh_.numel(), " ranks but ", ranks.size(), " ranks were given: ", detail::join(ranks));
+    list_ = detail::RankList::intern(std::move(ranks));  // checks the ranks themselves
   }
 
   DeviceType device_type() const { return device_type_; }
+  // The same ranks and mesh in another memory space (shares the rank list: no copy).
+  Placement with_device_type(DeviceType device) const {
+    Placement p = *this;
+    p.device_type_ = device;
+    return p;
+  }
   const Shape& mesh() const { return mesh_; }
-  int64_t size() const { return static_cast<int64_t>(ranks_.size()); }
-  const std::vector<int64_t>& ranks() const { return ranks_; }
+  int64_t size() const { return list_->size(); }
+  const std::vector<int64_t>& ranks() const { return list_->ranks(); }
   bool contains(int64_t rank) const { return position(rank) >= 0; }
+  // The shared list (layout/rank_list.hpp): its id names the ranks in cache keys.
+  const detail::RankList& rank_list() const { return *list_; }
 
   // Row-major position of rank in the mesh, or -1.
-  int64_t position(int64_t rank) const {
-    auto it = std::find(ranks_.begin(), ranks_.end(), rank);
-    return it == ranks_.end() ? -1 : static_cast<int64_t>(it - ranks_.begin());
-  }
+  int64_t position(int64_t rank) const { return list_->position(rank); }
 
   std::vector<int64_t> coords(int64_t rank) const {
     int64_t pos = position(rank);
@@ -69,18 +79,26 @@ class Placement {
                  " are outside mesh ", mesh_);
       pos = pos * mesh_[a] + coords[a];
     }
-    return ranks_[pos];
+    return ranks()[pos];
   }
 
-  // placement(type="cuda", ranks=[[0, 1], [2, 3]])
+  // placement(type="cuda", ranks=[[0, 1], [2, 3]]); past 64 ranks in a contiguous range,
+  // placement(type="cuda", ranks=0..16383 on mesh (2048, 8)), so that logs, errors and the
+  // consistency check's op descriptions stay short on a cluster.
   std::string to_string() const {
     std::string s = "placement(type=\"" + std::string(spsd::to_string(device_type_)) + "\", ranks=";
+    if (size() > 64 && list_->contiguous())
+      return s + std::to_string(ranks().front()) + ".." + std::to_string(ranks().back()) + " on mesh " +
+             mesh_.to_string() + ")";
     size_t next = 0;
     append_nested(s, 0, next);
     return s + ")";
   }
 
-  friend bool operator==(const Placement&, const Placement&) = default;
+  // Equal rank lists are one interned object, so this compares no rank.
+  friend bool operator==(const Placement& a, const Placement& b) {
+    return a.device_type_ == b.device_type_ && a.list_ == b.list_ && a.mesh_ == b.mesh_;
+  }
   friend std::ostream& operator<<(std::ostream& os, const Placement& p) { return os << p.to_string(); }
 
  private:
@@ -98,24 +116,11 @@ class Placement {
     return rows.size() == 0 ? 0 : static_cast<int64_t>(rows.begin()->size());
   }
 
-  void validate() const {
-    SPSD_CHECK(!ranks_.empty(), "Placement", "ranks must not be empty");
-    SPSD_CHECK(mesh_.ndim() >= 1, "Placement", "mesh must have at least one axis, got ", mesh_);
-    SPSD_CHECK(mesh_.numel() == size(), "Placement", "mesh ", mesh_, " holds ", mesh_.numel(), " ranks but ",
-               size(), " ranks were given: ", detail::join(ranks_));
-    for (int64_t r : ranks_) SPSD_CHECK(r >= 0, "Placement", "ranks must be non-negative, got ", detail::join(ranks_));
-    std::vector<int64_t> sorted = ranks_;
-    std::sort(sorted.begin(), sorted.end());
-    auto dup = std::adjacent_find(sorted.begin(), sorted.end());
-    SPSD_CHECK(dup == sorted.end(), "Placement", "rank ", dup == sorted.end() ? 0 : *dup,
-               " appears more than once in ", detail::join(ranks_));
-  }
-
   void append_nested(std::string& s, int64_t axis, size_t& next) const {
     s += "[";
     for (int64_t i = 0; i < mesh_[axis]; ++i) {
       if (i) s += ", ";
-      if (axis + 1 == mesh_.ndim()) s += std::to_string(ranks_[next++]);
+      if (axis + 1 == mesh_.ndim()) s += std::to_string(ranks()[next++]);
       else append_nested(s, axis + 1, next);
     }
     s += "]";
@@ -123,7 +128,7 @@ class Placement {
 
   DeviceType device_type_;
   Shape mesh_;
-  std::vector<int64_t> ranks_;
+  std::shared_ptr<const detail::RankList> list_;
 };
 
 // World ranks of the group that contains `rank` and varies only along the given mesh axes
