@@ -8,7 +8,7 @@ namespace spsd::detail {
 namespace {
 
 AxisTraffic member_traffic(const AxisGroup& g, const StepView&) {
-  return {traffic::all_gather(g.old_counts, g.me), g.new_box(g.me).numel()};
+  return {traffic::all_gather(g.old_total, g.old_counts[g.me], g.size()), g.new_counts[g.me]};
 }
 
 StoragePtr run(const AxisGroup& g, const StepView& step, const StoragePtr& in) {

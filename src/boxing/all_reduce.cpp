@@ -10,7 +10,7 @@ namespace {
 int64_t rounds(int64_t n, int64_t max_messages) { return 2 * log_rounds(n, max_messages); }
 
 AxisTraffic member_traffic(const AxisGroup& g, const StepView&) {
-  int64_t count = g.old_box(g.me).numel();
+  const int64_t count = g.old_counts[g.me];
   return {traffic::all_reduce(count, g.size(), g.me), count, true};
 }
 

@@ -1,4 +1,7 @@
 // S(i) |-> S(j) along one mesh axis : all_to_all (v-variant), packing box intersections.
+#include <algorithm>
+#include <functional>
+
 #include "axis_group.hpp"
 #include "spsd/kernel/box_copy.hpp"
 #include "spsd/runtime/device.hpp"
@@ -18,27 +21,22 @@ std::vector<int64_t> recv_counts(const AxisGroup& g) {
   return c;
 }
 
-// True when every member sends the same count to every member.
+// True when every member sends the same count to every member. Member a sends member b the
+// part of the parent box in old piece a (along tensor axis i) and new piece b (along j != i),
+// so the counts are all equal exactly when the old pieces are and the new pieces are.
 bool uniform_everywhere(const AxisGroup& g) {
-  int64_t first = overlap(g.old_box(0), g.new_box(0));
-  for (int64_t a = 0; a < g.size(); ++a)
-    for (int64_t b = 0; b < g.size(); ++b)
-      if (overlap(g.old_box(a), g.new_box(b)) != first) return false;
-  return true;
+  auto all_equal = [](const std::vector<int64_t>& c) { return std::adjacent_find(c.begin(), c.end(), std::not_equal_to<>()) == c.end(); };
+  return all_equal(g.old_counts) && all_equal(g.new_counts);
 }
 
 int64_t rounds(int64_t n, int64_t) { return n - 1; }
 
-// traffic::all_to_all of send_counts and recv_counts, summed without building them: the
-// planner prices this for every member of every group of every all_to_all it considers.
+// traffic::all_to_all of send_counts and recv_counts without building them: the members' new
+// boxes partition the parent box that holds this member's old one (and the old boxes the
+// parent that holds its new one), so all but what it keeps goes out, and all but that comes in.
 AxisTraffic member_traffic(const AxisGroup& g, const StepView&) {
-  traffic::Traffic t;
-  for (int64_t m = 0; m < g.size(); ++m) {
-    if (m == g.me) continue;
-    t.sent += overlap(g.old_box(g.me), g.new_box(m));
-    t.received += overlap(g.old_box(m), g.new_box(g.me));
-  }
-  return {t, g.new_box(g.me).numel()};
+  const int64_t kept = g.kept(g.me);
+  return {{g.old_counts[g.me] - kept, g.new_counts[g.me] - kept}, g.new_counts[g.me]};
 }
 
 StoragePtr run(const AxisGroup& g, const StepView& step, const StoragePtr& in) {

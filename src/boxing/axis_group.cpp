@@ -1,4 +1,4 @@
-// The groups of a 1-d step: predicting every member's traffic, and running this rank's group.
+// The groups of a 1-d step: pricing it on one group, one rank's traffic, running this rank's group.
 #include "axis_group.hpp"
 
 #include <algorithm>
@@ -14,59 +14,75 @@ int64_t axis_stride(const Placement& p, int64_t axis) {
   return stride;
 }
 
-// Refills g (keeping its vectors' memory) with the group along `axis` whose first member sits
-// at leader_pos; in a row-major mesh the members are `stride` positions apart.
-void fill_group(AxisGroup& g, const Placement& p, int64_t axis, int64_t leader_pos, const std::vector<Box>& old_boxes,
-                const std::vector<Box>& new_boxes) {
-  const int64_t stride = axis_stride(p, axis), n = p.mesh()[axis];
-  for (std::vector<int64_t>* v : {&g.ranks, &g.positions, &g.old_counts, &g.new_counts}) v->reserve(n);
-  g.ranks.clear();
-  g.positions.clear();
-  g.old_counts.clear();
-  g.new_counts.clear();
+// The group along step.mesh_axis whose first member sits at leader_pos; in a row-major mesh the
+// members are `stride` positions apart. with_boxes: also every member's boxes (for a run).
+AxisGroup group_at(const StepView& step, int64_t leader_pos, bool with_boxes) {
+  const Placement& p = step.from.placement;
+  const int64_t stride = axis_stride(p, step.mesh_axis), n = p.mesh()[step.mesh_axis];
+  AxisGroup g;
+  g.device = p.device_type();
+  g.old_all = &step.from_boxes;
+  g.new_all = &step.to_boxes;
   for (int64_t k = 0; k < n; ++k) {
     const int64_t pos = leader_pos + k * stride;
     g.positions.push_back(pos);
     g.ranks.push_back(p.ranks()[pos]);
-    g.old_counts.push_back(old_boxes[pos].numel());
-    g.new_counts.push_back(new_boxes[pos].numel());
+    g.old_counts.push_back(step.from_boxes.numel(pos));
+    g.new_counts.push_back(step.to_boxes.numel(pos));
+    g.old_total += g.old_counts.back();
+    g.new_total += g.new_counts.back();
+    if (with_boxes) {
+      g.old_boxes.push_back(step.from_boxes.box(pos));
+      g.new_boxes.push_back(step.to_boxes.box(pos));
+    }
   }
-  g.device = p.device_type();
-  g.old_all = &old_boxes;
-  g.new_all = &new_boxes;
+  return g;
+}
+
+// The group holding the rank at position pos, seen from it.
+AxisGroup group_of(const StepView& step, int64_t pos, bool with_boxes) {
+  const Placement& p = step.from.placement;
+  const int64_t stride = axis_stride(p, step.mesh_axis), coord = pos / stride % p.mesh()[step.mesh_axis];
+  AxisGroup g = group_at(step, pos - coord * stride, with_boxes);
+  g.me = coord;
+  return g;
+}
+
+RankTraffic bytes_of(const AxisGroup& g, const StepView& step, const AxisTraffic& a) {
+  const int64_t elem = size_of(a.reduces ? reduction_wire_dtype(step.dtype) : step.dtype);  // as the communicator counts
+  return {g.ranks[g.me], a.wire.sent * elem, a.wire.received * elem, 0};
 }
 }  // namespace
 
+// Priced on the group of the rank at position 0. Every group along the axis covers one parent
+// box (the layout with this axis broadcast) and splits it the same way; the parent at
+// coordinates 0 is the largest along every tensor axis (the first of nested balanced parts is
+// the largest at each level), and every member's bytes grow with its group's piece sizes (each
+// primitive's formula is a sum of balanced parts of the parent). So its busiest member is the
+// busiest rank of the step. Checked against every rank on the suites' cases
+// (test/unit/test_planner_scale.cpp).
 StepTraffic axis_step_traffic(const StepView& step, MemberTraffic member) {
-  const Placement& p = step.from.placement;
-  const int64_t n = p.mesh()[step.mesh_axis], stride = axis_stride(p, step.mesh_axis), elem = size_of(step.dtype);
-  const int64_t reduced_elem = size_of(reduction_wire_dtype(step.dtype));  // as the communicator counts it
+  AxisGroup g = group_at(step, 0, false);
   StepTraffic out;
-  out.members = n;
-  out.ranks.reserve(p.size());
-  AxisGroup g;
-  for (int64_t pos = 0; pos < p.size(); ++pos) {
-    if (pos / stride % n != 0) continue;  // one pass per group, from its first member
-    fill_group(g, p, step.mesh_axis, pos, step.from_boxes, step.to_boxes);
-    for (g.me = 0; g.me < g.size(); ++g.me) {
-      AxisTraffic a = member(g, step);
-      const int64_t wire_elem = a.reduces ? reduced_elem : elem;
-      out.ranks.push_back({g.ranks[g.me], a.wire.sent * wire_elem, a.wire.received * wire_elem, 0});
-      out.max_local = std::max(out.max_local, a.local_elems * elem);
-    }
+  out.members = g.size();
+  for (g.me = 0; g.me < g.size(); ++g.me) {
+    const AxisTraffic a = member(g, step);
+    const RankTraffic t = bytes_of(g, step, a);
+    out.max_bytes = std::max({out.max_bytes, t.bytes_sent, t.bytes_received});
+    out.max_local = std::max(out.max_local, a.local_elems * size_of(step.dtype));
   }
-  std::sort(out.ranks.begin(), out.ranks.end(), [](const RankTraffic& a, const RankTraffic& b) { return a.rank < b.rank; });
   return out;
 }
 
+RankTraffic axis_rank_traffic(const StepView& step, int64_t rank, MemberTraffic member) {
+  const int64_t pos = step.from.placement.position(rank);
+  if (pos < 0) return {rank};
+  const AxisGroup g = group_of(step, pos, false);
+  return bytes_of(g, step, member(g, step));
+}
+
 StoragePtr run_axis_step(const StepView& step, const StoragePtr& in, MemberRun member) {
-  const Placement& p = step.from.placement;
-  const int64_t pos = p.position(rank()), stride = axis_stride(p, step.mesh_axis);
-  const int64_t coord = pos / stride % p.mesh()[step.mesh_axis];
-  AxisGroup g;
-  fill_group(g, p, step.mesh_axis, pos - coord * stride, step.from_boxes, step.to_boxes);
-  g.me = coord;
-  return member(g, step, in);
+  return member(group_of(step, step.from.placement.position(rank()), true), step, in);
 }
 
 }  // namespace spsd::detail

@@ -11,20 +11,16 @@ namespace spsd::detail {
 
 namespace {
 
-// Priced as a local copy of the largest piece.
+// Priced as a local copy of the largest piece, the one at coordinates 0.
 StepTraffic traffic(const StepView& step) {
-  StepTraffic out;
-  std::vector<int64_t> ranks = step.from.placement.ranks();
-  std::sort(ranks.begin(), ranks.end());
-  for (int64_t r : ranks) out.ranks.push_back({r});
-  out.members = 0;
-  for (const Box& b : step.from_boxes) out.max_local = std::max(out.max_local, b.numel() * size_of(step.dtype));
-  return out;
+  return {.members = 0, .max_local = step.from_boxes.numel(0) * size_of(step.dtype)};
 }
+
+RankTraffic rank_traffic(const StepView&, int64_t rank) { return {rank}; }
 
 StoragePtr run(const StepView& step, const StoragePtr& in) {
   SPSD_CHECK(in != nullptr, "to_global", "rank ", rank(), " holds no piece to move from ", step.from);
-  const int64_t bytes = step.from_boxes[step.from.placement.position(rank())].numel() * size_of(step.dtype);
+  const int64_t bytes = step.from_boxes.numel(step.from.placement.position(rank())) * size_of(step.dtype);
   const DeviceType from = step.from.placement.device_type(), to = step.to.placement.device_type();
   StoragePtr out = Storage::allocate_uninitialized(bytes, to);
   copy_bytes(out->data(), to, std::as_const(*in).data(), from, bytes);
@@ -34,6 +30,6 @@ StoragePtr run(const StepView& step, const StoragePtr& in) {
 }  // namespace
 
 extern constinit const Primitive device_copy_primitive = whole_layout_primitive(
-    StepKind::kDeviceCopy, Primitive::Reach::kMemorySpace, /*communicates=*/false, nullptr, no_rounds, traffic, run);
+    StepKind::kDeviceCopy, Primitive::Reach::kMemorySpace, /*communicates=*/false, nullptr, no_rounds, traffic, rank_traffic, run);
 
 }  // namespace spsd::detail

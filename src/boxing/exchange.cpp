@@ -2,9 +2,18 @@
 // intersections. Every destination receives exactly the elements of its box that it does not
 // hold already, each once (the lower bound for S/B layouts); partial targets are filled by
 // the ranks at coordinate 0 of the partial axes, the others take the identity.
+//
+// Each rank finds its own peers by arithmetic on the split boundaries (the pieces that meet its
+// box, LayoutBoxes::pieces_meeting), never by scanning every pair of ranks; the busiest rank's
+// figures come from per-rank formulas (exchange_traffic). A piece held by several ranks (a
+// broadcast source) goes to each rank that needs it from the holder with the least volume
+// assigned so far (first in placement order on ties), which spreads the load over its copies;
+// that choice is made per piece, over the ranks that need that piece.
 #include <algorithm>
+#include <unordered_map>
 
 #include "primitive.hpp"
+#include "rank_classes.hpp"
 #include "spsd/kernel/box_copy.hpp"
 #include "spsd/layout/partial.hpp"
 #include "spsd/runtime/device.hpp"
@@ -13,68 +22,166 @@
 namespace spsd::detail {
 
 namespace {
-// The distinct boxes of an S/B layout partition the tensor; each is held by one or more ranks.
-struct Piece {
-  const Box* box;                // one of the layout's boxes
-  std::vector<int64_t> holders;  // world ranks, in placement order
-};
 
-std::vector<Piece> pieces_of(const Layout& layout, const std::vector<Box>& boxes) {
-  std::vector<Piece> pieces;
-  for (int64_t pos = 0; pos < layout.placement.size(); ++pos) {
-    const Box& b = boxes[pos];
-    int64_t r = layout.placement.ranks()[pos];
-    auto it = std::find_if(pieces.begin(), pieces.end(), [&](const Piece& p) { return *p.box == b; });
-    if (it == pieces.end()) pieces.push_back({&b, {r}});
-    else it->holders.push_back(r);
+// Who sends a replicated piece to whom: (destination position, holder position, elements), in
+// destination order. The destinations are the ranks of the target that hold its value, need part
+// of the piece and do not hold the piece themselves.
+struct Served {
+  int64_t dst_pos, src_pos, elements;
+};
+std::vector<Served> serve_piece(const StepView& step, int64_t piece) {
+  const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
+  const Box box = from.box(piece);
+  const std::vector<int64_t> holders = from.holders(piece, false);
+  std::vector<int64_t> dsts;
+  for (int64_t p : to.pieces_meeting(box))
+    for (int64_t d : to.holders(p, true)) dsts.push_back(d);
+  std::sort(dsts.begin(), dsts.end());
+  std::vector<int64_t> load(holders.size(), 0);
+  std::vector<Served> served;
+  for (int64_t d : dsts) {
+    const int64_t held = from.placement().position(to.placement().ranks()[d]);
+    if (held >= 0 && from.piece_offset(held) == piece) continue;  // it holds the piece: a local copy
+    const int64_t elements = to.overlap(d, from, piece);
+    size_t best = 0;
+    for (size_t h = 1; h < holders.size(); ++h)
+      if (load[h] < load[best]) best = h;
+    load[best] += elements;
+    served.push_back({d, holders[best], elements});
   }
-  return pieces;
+  return served;
 }
 
-// Calls visit(src, dst, need, piece, elements) for each transfer: destination dst needs the part
-// of its box `need` that lies in `piece`, and takes it from src. Self first; otherwise the holder
-// with the least volume assigned so far (first in placement order on ties), which spreads a
-// broadcast source's load over its copies. The planner's prediction and the run share this walk.
-template <class Visit>
-void for_each_transfer(const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
-                       const std::vector<Box>& to_boxes, Visit&& visit) {
-  std::vector<Piece> pieces = pieces_of(from, from_boxes);
-  std::vector<int64_t> load(from.placement.size(), 0);
-  for (int64_t pos = 0; pos < to.placement.size(); ++pos) {
-    int64_t d = to.placement.ranks()[pos];
-    if (to.nd_sbp.has_partial() && !holds_partial_value(to.placement, to.nd_sbp, d)) continue;
-    const Box& need = to_boxes[pos];
-    if (need.empty()) continue;
-    for (const Piece& piece : pieces) {
-      int64_t elements = overlap(need, *piece.box);
-      if (elements == 0) continue;
-      if (std::find(piece.holders.begin(), piece.holders.end(), d) != piece.holders.end()) {
-        visit(d, d, need, *piece.box, elements);
-        continue;
-      }
-      int64_t best = piece.holders.front();
-      for (int64_t h : piece.holders)
-        if (load[from.placement.position(h)] < load[from.placement.position(best)]) best = h;
-      load[from.placement.position(best)] += elements;
-      visit(best, d, need, *piece.box, elements);
+// The busiest holder of a replicated piece, without serving it when every request for it has the
+// same size (the usual case): the least-loaded rule then deals the requests out in turn, so the
+// first holder takes ceil(requests / holders) of them. Otherwise serve_piece decides.
+struct Busiest {
+  int64_t elements = 0, messages = 0;
+};
+// Along one tensor axis: how many target pieces meet a source piece's range, and whether they
+// all take the same number of its elements (how many: part).
+struct AxisRequests {
+  int64_t pieces = 0, part = 0;
+  bool uniform = true;
+};
+using RequestMemo = std::vector<std::unordered_map<int64_t, AxisRequests>>;  // per tensor axis, by range begin
+
+Busiest busiest_holder(const StepView& step, int64_t piece, RequestMemo& memo) {
+  const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
+  int64_t size = 1, requests = to.replicas();
+  bool uniform = true;
+  std::vector<int64_t> along;
+  for (int64_t e = 0; e < step.shape.ndim() && uniform; ++e) {
+    const Range range = from.range(piece, e);
+    auto [it, added] = memo[e].try_emplace(range.begin);
+    AxisRequests& a = it->second;
+    if (added) {  // the source's pieces along e partition it, so begin names the range
+      along.clear();
+      to.pieces_meeting(e, range.begin, range.end, along);
+      auto part = [&](int64_t leaf) {
+        const Range r = to.range(leaf, e);
+        return std::min(r.end, range.end) - std::max(r.begin, range.begin);
+      };
+      a.pieces = static_cast<int64_t>(along.size());
+      a.part = along.empty() ? 0 : part(along.front());
+      for (int64_t leaf : along) a.uniform = a.uniform && part(leaf) == a.part;
     }
+    requests *= a.pieces;
+    size *= a.part;
+    uniform = a.uniform;
   }
+  const std::vector<int64_t> holders = from.holders(piece, false);
+  if (!uniform) {
+    Busiest b;
+    std::vector<int64_t> sent(holders.size(), 0), messages(holders.size(), 0);
+    for (const Served& s : serve_piece(step, piece)) {
+      const size_t h = std::lower_bound(holders.begin(), holders.end(), s.src_pos) - holders.begin();
+      b.elements = std::max(b.elements, sent[h] += s.elements);
+      b.messages = std::max(b.messages, messages[h] += 1);
+    }
+    return b;
+  }
+  // Holders that are value holders of the target and need part of the piece copy it locally.
+  for (int64_t h : holders) {
+    const int64_t d = to.placement().position(from.placement().ranks()[h]);
+    if (d >= 0 && to.holds_value(d) && to.overlap(d, from, piece) > 0) --requests;
+  }
+  const int64_t k = static_cast<int64_t>(holders.size()), turns = (requests + k - 1) / k;
+  return {turns * size, turns};
 }
 
-// Every (source, destination, region) piece, computed the same way on every rank.
-struct Transfer {
-  int64_t src, dst;  // world ranks; src == dst is a local copy
-  Box region;
+// A rank's part in the exchange, from its positions in both layouts (-1: not there).
+struct Roles {
+  int64_t from_pos, to_pos;
+  bool receives;  // holds the target's value and needs a non-empty box
+};
+Roles roles_of(const StepView& step, int64_t rank) {
+  Roles r{step.from_boxes.placement().position(rank), step.to_boxes.placement().position(rank), false};
+  r.receives = r.to_pos >= 0 && step.to_boxes.holds_value(r.to_pos) && step.to_boxes.numel(r.to_pos) > 0;
+  return r;
+}
+
+// Elements of its target box the rank holds already (copied locally, never received).
+int64_t kept(const StepView& step, const Roles& r) {
+  return r.receives && r.from_pos >= 0 ? step.to_boxes.overlap(r.to_pos, step.from_boxes, r.from_pos) : 0;
+}
+
+// How many pieces of `of` meet each piece of `boxes`, per tensor axis and piece number there:
+// the ranks of a step share few distinct pieces, so each is counted once.
+class MeetingCounts {
+ public:
+  MeetingCounts(const LayoutBoxes& of, const LayoutBoxes& boxes) : of_(&of), boxes_(&boxes), counts_(boxes.shape().ndim()) {}
+  // How many pieces of `of` meet the box at pos of `boxes`: the product over tensor axes.
+  int64_t at(int64_t pos) {
+    int64_t n = 1;
+    for (int64_t e = 0; e < boxes_->shape().ndim() && n > 0; ++e) n *= along(e, pos);
+    return n;
+  }
+  // Along tensor axis e alone.
+  int64_t along(int64_t e, int64_t pos) {
+    std::vector<int64_t>& counts = counts_[e];
+    if (counts.empty()) counts.assign(boxes_->leaf_count(e), -1);
+    int64_t& c = counts[boxes_->leaf(pos, e)];
+    if (c < 0) {
+      const Range r = boxes_->range(pos, e);
+      c = of_->count_pieces_meeting(e, r.begin, r.end);
+    }
+    return c;
+  }
+
+ private:
+  const LayoutBoxes *of_, *boxes_;
+  std::vector<std::vector<int64_t>> counts_;  // -1: not counted yet
 };
 
-std::vector<Transfer> exchange_transfers(const Layout& from, const std::vector<Box>& from_boxes, const Layout& to,
-                                         const std::vector<Box>& to_boxes) {
-  std::vector<Transfer> transfers;
-  auto add = [&](int64_t src, int64_t dst, const Box& need, const Box& piece, int64_t) {
-    transfers.push_back({src, dst, intersect(need, piece)});
-  };
-  for_each_transfer(from, from_boxes, to, to_boxes, add);
-  return transfers;
+// One rank's elements and messages sent and received, and messages received, by formula where
+// the source holds each piece once: the rank sends its piece to every value holder of the target
+// that needs part of it but itself, and each target element has to.replicas() such holders.
+struct Counts {
+  int64_t sent = 0, received = 0, sent_messages = 0, received_messages = 0;
+};
+struct Meetings {
+  MeetingCounts sources_per_target, targets_per_source;
+  explicit Meetings(const StepView& step)
+      : sources_per_target(step.from_boxes, step.to_boxes), targets_per_source(step.to_boxes, step.from_boxes) {}
+};
+Counts counts_of(const StepView& step, const Roles& r, const std::vector<Served>* own_piece, Meetings& meetings) {
+  const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
+  Counts c;
+  const int64_t self = kept(step, r);
+  if (r.receives) {
+    c.received = to.numel(r.to_pos) - self;
+    c.received_messages = meetings.sources_per_target.at(r.to_pos) - (self > 0 ? 1 : 0);
+  }
+  if (r.from_pos < 0 || from.numel(r.from_pos) == 0) return c;
+  if (own_piece) {  // a replicated source: what serve_piece gave this holder
+    for (const Served& s : *own_piece)
+      if (s.src_pos == r.from_pos) c.sent += s.elements, c.sent_messages += 1;
+    return c;
+  }
+  c.sent = to.replicas() * from.numel(r.from_pos) - self;
+  c.sent_messages = to.replicas() * meetings.targets_per_source.at(r.from_pos) - (self > 0 ? 1 : 0);
+  return c;
 }
 
 // The exchange moves S/B data only: a partial source would need its pieces reduced first.
@@ -82,34 +189,146 @@ bool can_start_from(const NdSbp& nd) { return !nd.has_partial(); }
 
 int64_t rounds(int64_t, int64_t max_messages) { return max_messages; }
 
+// counts_of's figures over the rank classes of the two layouts (rank_classes.hpp) instead of
+// every rank, when both are on the same ranks in the same order (false otherwise): per tensor
+// axis, a rank's source and target piece sizes, what they share, and how many pieces of each
+// meet the other. For a target that every rank holds the value of (no partial axis).
+constexpr int64_t kExchangeFormula = 3;  // for_each_rank_class's name for the values below
+bool busiest_by_classes(const StepView& step, bool replicated, StepTraffic& out) {
+  const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
+  const int64_t elem = size_of(step.dtype), replicas = to.replicas();
+  Meetings meetings(step);
+  const LayoutBoxes* layouts[] = {&from, &to};
+  return for_each_rank_class(
+      std::span<const LayoutBoxes* const>(layouts), kExchangeFormula,
+      [&](int64_t e, int64_t pos) -> AxisValues {
+        const Range x = from.range(pos, e), y = to.range(pos, e);
+        return {x.size(), y.size(), std::max<int64_t>(0, std::min(x.end, y.end) - std::max(x.begin, y.begin)),
+                meetings.sources_per_target.along(e, pos), meetings.targets_per_source.along(e, pos)};
+      },
+      [&](std::span<const AxisValues> v, int64_t) {
+        int64_t held = 1, needed = 1, shared = 1, sources = 1, targets = 1;
+        for (const AxisValues& a : v) held *= a[0], needed *= a[1], shared *= a[2], sources *= a[3], targets *= a[4];
+        const int64_t kept = needed > 0 ? shared : 0;
+        Counts c;
+        if (needed > 0) c.received = needed - kept, c.received_messages = sources - (kept > 0 ? 1 : 0);
+        if (!replicated && held > 0)
+          c.sent = replicas * held - kept, c.sent_messages = replicas * targets - (kept > 0 ? 1 : 0);
+        out.max_bytes = std::max({out.max_bytes, c.sent * elem, c.received * elem});
+        out.max_messages = std::max({out.max_messages, c.sent_messages, c.received_messages});
+      });
+}
+
+// Every rank of both placements once, by formula, so O(ranks) with no pair scanned (within one
+// placement, once per rank class); a replicated source first serves each of its pieces.
 StepTraffic exchange_traffic(const StepView& step) {
-  const DType dtype = step.dtype;
-  const Layout &from = step.from, &to = step.to;
+  const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
+  const int64_t elem = size_of(step.dtype);
+  const bool replicated = from.replicas() > 1;
   StepTraffic out;
-  std::vector<int64_t> ranks = union_ranks(from.placement, to.placement);
-  auto index = [&](int64_t r) { return std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin(); };
-  std::vector<RankTraffic>& t = out.ranks;
-  t.resize(ranks.size());
-  std::vector<int64_t> received_messages(ranks.size(), 0), local(ranks.size(), 0);
-  for (size_t i = 0; i < ranks.size(); ++i) t[i].rank = ranks[i];
-  auto count = [&](int64_t src, int64_t dst, const Box&, const Box&, int64_t elements) {
-    int64_t bytes = elements * size_of(dtype);
-    if (src == dst) {
-      local[index(dst)] += bytes;
-      return;
+  RequestMemo memo(replicated ? step.shape.ndim() : 0);
+  if (replicated)
+    for (int64_t pos = 0; pos < from.size(); ++pos) {
+      if (from.piece_offset(pos) != pos || from.numel(pos) == 0) continue;  // once per non-empty piece
+      const Busiest b = busiest_holder(step, pos, memo);
+      out.max_bytes = std::max(out.max_bytes, b.elements * elem);
+      out.max_messages = std::max(out.max_messages, b.messages);
     }
-    t[index(src)].bytes_sent += bytes;
-    t[index(src)].messages += 1;
-    t[index(dst)].bytes_received += bytes;
-    received_messages[index(dst)] += 1;
+  out.members = from.size();
+  out.max_local = to.numel(0) * elem;  // self copies and receipts fill each target box: the first is the largest
+  if (!to.layout().nd_sbp.has_partial() && busiest_by_classes(step, replicated, out)) return out;
+  from.index_positions();
+  to.index_positions();
+  Meetings meetings(step);
+  auto account = [&](int64_t rank) {
+    const Roles r = roles_of(step, rank);
+    Counts c = counts_of(step, r, nullptr, meetings);
+    if (replicated) c.sent = c.sent_messages = 0;  // counted per piece above
+    out.max_bytes = std::max({out.max_bytes, c.sent * elem, c.received * elem});
+    out.max_messages = std::max({out.max_messages, c.sent_messages, c.received_messages});
   };
-  for_each_transfer(from, step.from_boxes, to, step.to_boxes, count);
-  out.members = static_cast<int64_t>(ranks.size());
-  for (size_t i = 0; i < ranks.size(); ++i) {
-    out.max_messages = std::max({out.max_messages, t[i].messages, received_messages[i]});
-    out.max_local = std::max(out.max_local, local[i] + t[i].bytes_received);
-  }
+  for (int64_t rank : from.placement().ranks()) account(rank);
+  for (int64_t rank : to.placement().ranks())
+    if (from.placement().position(rank) < 0) {
+      account(rank);
+      ++out.members;
+    }
   return out;
+}
+
+// What exchange_traffic finds at least, from a few ranks of the target: the busiest rank writes
+// the first target box (the largest), receives at least what any of them does and exchanges at
+// least as many messages. The few: the first and last rank, and each rank at the far end of one
+// mesh axis (where boxes of two layouts tend to part ways).
+StepTraffic exchange_traffic_floor(const StepView& step) {
+  const LayoutBoxes& to = step.to_boxes;
+  const int64_t elem = size_of(step.dtype);
+  StepTraffic floor{.members = 0, .max_messages = 0, .max_local = to.numel(0) * elem, .max_bytes = 0};
+  std::vector<int64_t> sample = {0, to.size() - 1};
+  const Shape& mesh = to.placement().mesh();
+  for (int64_t a = 0, stride = to.size(); a < mesh.ndim(); ++a) {
+    stride /= mesh[a];
+    sample.push_back((mesh[a] - 1) * stride);
+  }
+  Meetings meetings(step);
+  for (int64_t pos : sample) {
+    const Roles r = roles_of(step, to.placement().ranks()[pos]);
+    if (!r.receives) continue;
+    const int64_t self = kept(step, r);
+    floor.max_bytes = std::max(floor.max_bytes, (to.numel(pos) - self) * elem);
+    floor.max_messages = std::max(floor.max_messages, meetings.sources_per_target.at(pos) - (self > 0 ? 1 : 0));
+  }
+  return floor;
+}
+
+RankTraffic exchange_rank_traffic(const StepView& step, int64_t rank) {
+  const Roles r = roles_of(step, rank);
+  std::vector<Served> own;
+  const bool replicated = step.from_boxes.replicas() > 1 && r.from_pos >= 0;
+  if (replicated) own = serve_piece(step, step.from_boxes.piece_offset(r.from_pos));
+  Meetings meetings(step);
+  const Counts c = counts_of(step, r, replicated ? &own : nullptr, meetings);
+  const int64_t elem = size_of(step.dtype);
+  return {rank, c.sent * elem, c.received * elem, c.sent_messages};
+}
+
+// This rank's transfers: what it receives (and copies from itself), then what it sends.
+struct Transfer {
+  int64_t src, dst;  // world ranks; src == dst is a local copy
+  Box region;
+};
+std::vector<Transfer> my_transfers(const StepView& step, int64_t me) {
+  const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
+  const Roles r = roles_of(step, me);
+  const bool replicated = from.replicas() > 1;
+  std::vector<Transfer> transfers;
+  if (r.receives) {
+    const Box need = to.box(r.to_pos);
+    const int64_t own = r.from_pos >= 0 ? from.piece_offset(r.from_pos) : -1;
+    for (int64_t piece : from.pieces_meeting(need)) {
+      int64_t src = from.placement().ranks()[piece];
+      if (piece == own) src = me;
+      else if (replicated)
+        for (const Served& s : serve_piece(step, piece))
+          if (s.dst_pos == r.to_pos) src = from.placement().ranks()[s.src_pos];
+      transfers.push_back({src, me, intersect(need, from.box(piece))});
+    }
+  }
+  if (r.from_pos >= 0 && from.numel(r.from_pos) > 0) {
+    const Box mine = from.box(r.from_pos);
+    auto send = [&](int64_t dst_pos) {
+      const int64_t dst = to.placement().ranks()[dst_pos];
+      if (dst != me) transfers.push_back({me, dst, intersect(to.box(dst_pos), mine)});
+    };
+    if (replicated) {
+      for (const Served& s : serve_piece(step, from.piece_offset(r.from_pos)))
+        if (s.src_pos == r.from_pos) send(s.dst_pos);
+    } else {
+      for (int64_t piece : to.pieces_meeting(mine))
+        for (int64_t d : to.holders(piece, true)) send(d);
+    }
+  }
+  return transfers;
 }
 
 StoragePtr run_exchange(const StepView& step, const StoragePtr& in) {
@@ -120,24 +339,23 @@ StoragePtr run_exchange(const StepView& step, const StoragePtr& in) {
   const DeviceType device = to.placement.device_type();
   std::vector<int64_t> ranks = union_ranks(from.placement, to.placement);
   auto peer = [&](int64_t r) { return std::lower_bound(ranks.begin(), ranks.end(), r) - ranks.begin(); };
-  std::vector<Transfer> transfers = exchange_transfers(from, step.from_boxes, to, step.to_boxes);
+  const std::vector<Transfer> transfers = my_transfers(step, me);
 
-  Box old_box = from.placement.contains(me) ? step.from_boxes[from.placement.position(me)] : Box{};
+  const int64_t from_pos = from.placement.position(me), to_pos = to.placement.position(me);
+  Box old_box = from_pos >= 0 ? step.from_boxes.box(from_pos) : Box{};
   StoragePtr out;
   Box new_box;
-  if (to.placement.contains(me)) {
-    new_box = step.to_boxes[to.placement.position(me)];
+  if (to_pos >= 0) {
+    new_box = step.to_boxes.box(to_pos);
     out = allocate(new_box, dtype, device);
-    if (!holds_partial_value(to.placement, to.nd_sbp, me))
+    if (!step.to_boxes.holds_value(to_pos))
       kernel::fill_identity(out->data(), new_box.numel(), dtype, filler_op(to.placement, to.nd_sbp, me), device);
   }
 
   // Regions that are one contiguous run travel straight from the input or into the output;
   // the others go through packed buffers sized up front so pointers into them stay valid.
   int64_t pack_elems = 0, unpack_elems = 0;
-  bool remote = false;
   for (const Transfer& t : transfers) {
-    remote = remote || t.src != t.dst;
     if (t.src == me && t.dst != me && kernel::contiguous_offset(t.region, old_box) < 0) pack_elems += t.region.numel();
     if (t.dst == me && t.src != me && kernel::contiguous_offset(t.region, new_box) < 0) unpack_elems += t.region.numel();
   }
@@ -158,7 +376,7 @@ StoragePtr run_exchange(const StepView& step, const StoragePtr& in) {
         pack_at += t.region.numel() * elem;
       }
       sends.push_back({peer(t.dst), data, t.region.numel()});
-    } else if (t.dst == me) {
+    } else {
       int64_t offset = kernel::contiguous_offset(t.region, new_box);
       char* data = static_cast<char*>(out->data()) + offset * elem;
       if (offset < 0) {
@@ -169,14 +387,18 @@ StoragePtr run_exchange(const StepView& step, const StoragePtr& in) {
       recvs.push_back({peer(t.src), data, t.region.numel()});
     }
   }
-  if (remote) communicator_for(ranks, device).send_recv(sends, recvs, dtype);
+  // Every member of the union calls send_recv (it is collective), unless no rank moves anything:
+  // then none does. The plan says which, the same on every rank.
+  if (step.planned_max_bytes != 0)
+    communicator_for(ranks, device).send_recv(sends, recvs, dtype);
   for (auto [t, data] : to_unpack) kernel::copy_box(data, t->region, out->data(), new_box, t->region, elem, device);
   return out;
 }
 
 }  // namespace
 
-extern constinit const Primitive exchange_primitive = whole_layout_primitive(
-    StepKind::kExchange, Primitive::Reach::kLayouts, /*communicates=*/true, can_start_from, rounds, exchange_traffic, run_exchange);
+extern constinit const Primitive exchange_primitive =
+    whole_layout_primitive(StepKind::kExchange, Primitive::Reach::kLayouts, /*communicates=*/true, can_start_from,
+                           rounds, exchange_traffic, exchange_rank_traffic, run_exchange, exchange_traffic_floor);
 
 }  // namespace spsd::detail

@@ -28,7 +28,7 @@ bool shares_input(const AxisGroup& g, const StepView& step) {
 }
 
 AxisTraffic member_traffic(const AxisGroup& g, const StepView& step) {
-  return {{}, shares_input(g, step) ? 0 : g.new_box(g.me).numel()};
+  return {{}, shares_input(g, step) ? 0 : g.new_counts[g.me]};
 }
 
 StoragePtr run(const AxisGroup& g, const StepView& step, const StoragePtr& in) {

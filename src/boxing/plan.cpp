@@ -20,10 +20,15 @@ std::string_view to_string(StepKind kind) {
   return "?";
 }
 
-int64_t Step::max_bytes() const {
-  int64_t m = 0;
-  for (const RankTraffic& t : traffic) m = std::max({m, t.bytes_sent, t.bytes_received});
-  return m;
+RankTraffic Step::traffic_of(int64_t rank) const {
+  const detail::LayoutBoxes from_boxes(shape, from), to_boxes(shape, to);
+  return detail::primitive(kind).rank_traffic({shape, dtype, from, to, mesh_axis, from_boxes, to_boxes}, rank);
+}
+
+std::vector<RankTraffic> Step::traffic() const {
+  std::vector<RankTraffic> all;
+  for (int64_t r : union_ranks(from.placement, to.placement)) all.push_back(traffic_of(r));
+  return all;
 }
 
 namespace {
@@ -34,10 +39,25 @@ std::string format_us(double us) {
 }
 int64_t sum_over_steps(const std::vector<Step>& steps, int64_t rank, int64_t RankTraffic::*field) {
   int64_t total = 0;
-  for (const Step& s : steps)
-    for (const RankTraffic& t : s.traffic)
-      if (t.rank == rank) total += t.*field;
+  for (const Step& s : steps) total += s.traffic_of(rank).*field;
   return total;
+}
+
+// " r0 12/12 r1 12/12": every rank's bytes; past 16 ranks, runs of ranks with equal bytes as one
+// entry (" r1-r7 268435456/268435456"), so a plan on thousands of ranks prints in a few lines.
+std::string traffic_text(const std::vector<RankTraffic>& all) {
+  std::string s;
+  const bool runs = all.size() > 16;
+  for (size_t i = 0; i < all.size();) {
+    size_t j = i + 1;
+    while (runs && j < all.size() && all[j].bytes_sent == all[i].bytes_sent &&
+           all[j].bytes_received == all[i].bytes_received && all[j].rank == all[j - 1].rank + 1)
+      ++j;
+    s += " r" + std::to_string(all[i].rank) + (j - i > 1 ? "-r" + std::to_string(all[j - 1].rank) : "") + " " +
+         std::to_string(all[i].bytes_sent) + "/" + std::to_string(all[i].bytes_received);
+    i = j;
+  }
+  return s;
 }
 }  // namespace
 
@@ -47,14 +67,26 @@ std::string Step::to_string() const {
   s += ": " + from.nd_sbp.to_string() + " -> " + to.nd_sbp.to_string();
   s += from.placement == to.placement ? " on " + from.placement.to_string()
                                       : " from " + from.placement.to_string() + " to " + to.placement.to_string();
-  s += "\n     bytes sent/received per rank:";
-  for (const RankTraffic& t : traffic)
-    s += " r" + std::to_string(t.rank) + " " + std::to_string(t.bytes_sent) + "/" + std::to_string(t.bytes_received);
+  s += "\n     bytes sent/received per rank:" + traffic_text(traffic());
   return s + "\n     predicted cost " + format_us(cost_us);
 }
 
 int64_t Plan::bytes_sent(int64_t rank) const { return sum_over_steps(steps, rank, &RankTraffic::bytes_sent); }
 int64_t Plan::bytes_received(int64_t rank) const { return sum_over_steps(steps, rank, &RankTraffic::bytes_received); }
+
+namespace {
+int64_t layout_bytes(const Layout& l) {
+  return static_cast<int64_t>((l.placement.mesh().ndim() * sizeof(int64_t)) + l.nd_sbp.size() * sizeof(Sbp));
+}
+}  // namespace
+
+int64_t Plan::footprint_bytes() const {
+  int64_t bytes = sizeof(Plan) + static_cast<int64_t>(shape.ndim() * sizeof(int64_t)) + layout_bytes(from) + layout_bytes(to);
+  if (identity) bytes += static_cast<int64_t>(sizeof(*identity) + identity->description.capacity());
+  for (const Step& s : steps)
+    bytes += static_cast<int64_t>(sizeof(Step) + s.shape.ndim() * sizeof(int64_t)) + layout_bytes(s.from) + layout_bytes(s.to);
+  return bytes;
+}
 
 bool Plan::communicates() const {
   return std::any_of(steps.begin(), steps.end(), [](const Step& s) { return detail::primitive(s.kind).communicates; });

@@ -15,6 +15,7 @@
 
 #include "../layout/cache_key.hpp"
 #include "primitive.hpp"
+#include "rank_classes.hpp"
 #include "spsd/boxing/cost.hpp"
 #include "spsd/comm/half_reduction.hpp"
 #include "spsd/layout/split.hpp"
@@ -66,14 +67,37 @@ const std::vector<const detail::Primitive*>& records_of(detail::Primitive::Reach
   return by_reach[static_cast<size_t>(reach)];
 }
 
+// What the searches for different conversions of one tensor share: a step's price, the
+// elements a move between two layouts of one placement makes its ranks receive, and a layout's
+// shortfall against a target. An op's first call plans a conversion of each input into the
+// layout of every candidate signature, all from the same layout on the same placement, and
+// those searches meet the same steps again. Filled and read under plan_boxing's lock, cleared
+// with its cache.
+struct Shortfall {
+  int64_t max = 0, sum = 0;  // over the target's ranks, bytes
+};
+// The planner's formulas over rank classes (rank_classes.hpp), by name.
+constexpr int64_t kShortfallFormula = 1, kReceivedFormula = 2;
+struct SearchMemo {
+  std::unordered_map<detail::CacheKey, detail::Prediction, detail::CacheKeyHash> prices;
+  std::unordered_map<detail::CacheKey, int64_t, detail::CacheKeyHash> received;
+  std::unordered_map<detail::CacheKey, Shortfall, detail::CacheKeyHash> shortfalls;
+  size_t size() const { return prices.size() + received.size() + shortfalls.size(); }
+  void clear() {
+    prices.clear();
+    received.clear();
+    shortfalls.clear();
+  }
+};
+
 // The search's nodes are numbered: which placement (bit 0: the target's), then one digit per
 // mesh axis, the index of its Sbp among sbp_options. Each node's layout, boxes and shortfall are
 // made once, when the search first reaches it; edges are only numbers until a step is priced.
 class Search {
  public:
-  Search(const Shape& shape, DType dtype, const Layout& from, const Layout& to)
+  Search(const Shape& shape, DType dtype, const Layout& from, const Layout& to, SearchMemo& memo)
       : shape_(shape), dtype_(dtype), from_(from), to_(to), options_(sbp_options(shape.ndim())),
-        same_placement_(from.placement == to.placement) {
+        same_placement_(from.placement == to.placement), memo_(memo) {
     const int64_t base = static_cast<int64_t>(options_.size());
     const size_t mesh_axes = std::max(from.nd_sbp.size(), to.nd_sbp.size());
     int64_t weight = 2;
@@ -119,8 +143,9 @@ class Search {
   };
   struct Node {
     Layout layout;
-    std::vector<Box> boxes;               // every rank's box, placement order
-    std::vector<int64_t> shortfall = {};  // see shortfall(); empty until asked
+    std::optional<detail::LayoutBoxes> boxes = {};  // of layout, set once the node sits in nodes_
+    std::vector<int64_t> shortfall = {};            // see shortfall(); empty until asked
+    std::optional<Shortfall> shortfall_totals = {};  // see shortfall_totals()
     double cost = 0;
     bool reached = false, done = false;
     std::optional<Via> via = {};  // the edge that reached it
@@ -146,9 +171,9 @@ class Search {
     std::vector<Sbp> axes;
     for (int64_t a = 0; a < placement.mesh().ndim(); ++a)
       axes.push_back(options_[id / digit_weight_[a] % static_cast<int64_t>(options_.size())]);
-    NdSbp nd(std::move(axes));
-    std::vector<Box> boxes = boxes_of(shape_, placement, nd);
-    return nodes_.emplace(id, Node{{placement, std::move(nd)}, std::move(boxes)}).first->second;
+    Node& node = nodes_.emplace(id, Node{{placement, NdSbp(std::move(axes))}}).first->second;
+    node.boxes.emplace(shape_, node.layout);  // unordered_map: the node stays where it is
+    return node;
   }
 
   void expand(int64_t id, const Node& at) {
@@ -167,16 +192,45 @@ class Search {
           if (target != id) relax({p, -1, id}, target, at.cost);
   }
 
+  detail::StepView view(const Via& e, const Node& a, const Node& b) const {
+    return {shape_, dtype_, a.layout, b.layout, e.mesh_axis, *a.boxes, *b.boxes};
+  }
+  // The memo's key: the tensor, then the given layouts and integers.
+  detail::CacheKey key_of(std::initializer_list<const Layout*> layouts, std::initializer_list<int64_t> words) const {
+    detail::CacheKey key;
+    key.add(shape_);
+    key.add(static_cast<int64_t>(dtype_));
+    key.add(static_cast<int64_t>(reduction_wire_dtype(dtype_)));
+    for (const Layout* l : layouts) {
+      key.add(l->placement);
+      key.add(l->nd_sbp);
+    }
+    for (int64_t w : words) key.add(w);
+    return key;
+  }
   detail::Prediction predict(const Via& e, const Node& a, const Node& b) const {
-    return detail::predict(*e.primitive, {shape_, dtype_, a.layout, b.layout, e.mesh_axis, a.boxes, b.boxes});
+    detail::CacheKey key = key_of({&a.layout, &b.layout}, {static_cast<int64_t>(e.primitive->kind), e.mesh_axis});
+    if (auto it = memo_.prices.find(key); it != memo_.prices.end()) return it->second;
+    return memo_.prices.emplace(std::move(key), detail::predict(*e.primitive, view(e, a, b))).first->second;
   }
 
   void relax(const Via& e, int64_t to, double cost) {
     Node& a = node_at(e.from);
     Node& b = node_at(to);  // unordered_map: references stay valid when it grows
-    detail::Prediction p = predict(e, a, b);
-    if (minimal_ && !keeps_lower_bound(p, a, b)) return;
-    push(to, cost + p.cost_us, e);
+    if (b.done) return;     // push would drop it: not worth pricing
+    // Each check below visits every rank, so none runs once the step cannot improve on the cost
+    // b has (push would keep b): a primitive that visits every rank to price a step is checked
+    // against a floor of its price first, the others are priced first.
+    if (e.primitive->traffic_floor) {
+      if (b.reached && cost + detail::cost_floor(*e.primitive, view(e, a, b)) >= b.cost) return;
+      if (minimal_ && !keeps_lower_bound(a, b)) return;
+      push(to, cost + predict(e, a, b).cost_us, e);
+      return;
+    }
+    const double price = predict(e, a, b).cost_us;
+    if (b.reached && cost + price >= b.cost) return;
+    if (minimal_ && !keeps_lower_bound(a, b)) return;
+    push(to, cost + price, e);
   }
 
   void push(int64_t id, double cost, std::optional<Via> via) {
@@ -192,31 +246,100 @@ class Search {
   // Bytes of its target box each target rank does not hold in this node (placement order).
   const std::vector<int64_t>& shortfall(Node& at) {
     if (!at.shortfall.empty()) return at.shortfall;  // a placement has at least one rank
-    const std::vector<Box>& need = node_at(target_).boxes;
+    const detail::LayoutBoxes& need = *node_at(target_).boxes;
+    need.index_positions();
+    at.boxes->index_positions();
     at.shortfall.resize(to_.placement.size());
     for (int64_t pos = 0; pos < to_.placement.size(); ++pos) {
       int64_t held_pos = at.layout.placement.position(to_.placement.ranks()[pos]);
-      int64_t held = held_pos < 0 ? 0 : overlap(need[pos], at.boxes[held_pos]);
-      at.shortfall[pos] = (need[pos].numel() - held) * size_of(dtype_);
+      int64_t held = held_pos < 0 ? 0 : need.overlap(pos, *at.boxes, held_pos);
+      at.shortfall[pos] = (need.numel(pos) - held) * size_of(dtype_);
     }
     return at.shortfall;
+  }
+
+  // The largest shortfall and their sum: from the rank classes of the node's and the target's
+  // layouts (rank_classes.hpp) where both are on the same ranks in the same order, without
+  // visiting every rank; else rank by rank.
+  const Shortfall& shortfall_totals(Node& at) {
+    if (at.shortfall_totals) return *at.shortfall_totals;
+    Shortfall totals;
+    detail::CacheKey key = key_of({&at.layout, &to_}, {});
+    const detail::LayoutBoxes &need = *node_at(target_).boxes, &held = *at.boxes;
+    const detail::LayoutBoxes* layouts[] = {&need, &held};
+    if (auto it = memo_.shortfalls.find(key); it != memo_.shortfalls.end()) {
+      totals = it->second;
+    } else if (!detail::for_each_rank_class(
+          std::span<const detail::LayoutBoxes* const>(layouts), kShortfallFormula,
+          [&](int64_t e, int64_t pos) -> detail::AxisValues {
+            const Range t = need.range(pos, e), h = held.range(pos, e);
+            return {t.size(), std::max<int64_t>(0, std::min(t.end, h.end) - std::max(t.begin, h.begin)), 0, 0, 0};
+          },
+          [&](std::span<const detail::AxisValues> v, int64_t ranks) {
+            int64_t needed = 1, kept = 1;
+            for (const detail::AxisValues& a : v) needed *= a[0], kept *= a[1];
+            const int64_t bytes = (needed - kept) * size_of(dtype_);
+            totals.max = std::max(totals.max, bytes);
+            totals.sum += bytes * ranks;
+          })) {
+      const std::vector<int64_t>& missing = shortfall(at);
+      totals.max = *std::max_element(missing.begin(), missing.end());
+      for (int64_t m : missing) totals.sum += m;
+    }
+    memo_.shortfalls.emplace(std::move(key), totals);
+    return *(at.shortfall_totals = totals);
   }
 
   // Between S/B layouts a plan receives exactly the lower bound iff every step lowers each
   // rank's shortfall by exactly what the rank receives (no element travels twice, none is
   // dropped and fetched again); the search then keeps only such steps. The exchange into the
-  // target always qualifies, so a plan always exists.
-  bool keeps_lower_bound(const detail::Prediction& p, Node& from, Node& to) {
+  // target always qualifies, so a plan always exists. Between S/B layouts every primitive makes
+  // a rank receive exactly the part of its new box that its old box lacks, so this depends on
+  // the two layouts alone, whichever primitive moves between them.
+  bool keeps_lower_bound(Node& from, Node& to) {
+    const detail::RankList& ranks = to_.placement.rank_list();
+    if (&from.layout.placement.rank_list() == &ranks && &to.layout.placement.rank_list() == &ranks) {
+      // No rank receives less than its shortfall falls (what it gains of its target box it
+      // either held or received), so the ranks' equalities hold together iff their sums do:
+      // one sum over the rank classes.
+      const detail::LayoutBoxes &old_boxes = *from.boxes, &new_boxes = *to.boxes;
+      const detail::LayoutBoxes* layouts[] = {&old_boxes, &new_boxes};
+      detail::CacheKey key = key_of({&from.layout, &to.layout}, {});
+      auto it = memo_.received.find(key);
+      if (it != memo_.received.end())
+        return it->second * size_of(dtype_) == shortfall_totals(from).sum - shortfall_totals(to).sum;
+      int64_t received = 0;
+      const bool classes = detail::for_each_rank_class(
+          std::span<const detail::LayoutBoxes* const>(layouts), kReceivedFormula,
+          [&](int64_t e, int64_t pos) -> detail::AxisValues {
+            const Range n = new_boxes.range(pos, e), o = old_boxes.range(pos, e);
+            return {n.size(), std::max<int64_t>(0, std::min(n.end, o.end) - std::max(n.begin, o.begin)), 0, 0, 0};
+          },
+          [&](std::span<const detail::AxisValues> v, int64_t ranks) {
+            int64_t gained = 1, kept = 1;
+            for (const detail::AxisValues& a : v) gained *= a[0], kept *= a[1];
+            received += (gained - kept) * ranks;
+          });
+      if (classes) {
+        memo_.received.emplace(std::move(key), received);
+        return received * size_of(dtype_) == shortfall_totals(from).sum - shortfall_totals(to).sum;
+      }
+    }
     const std::vector<int64_t>& before = shortfall(from);
     const std::vector<int64_t>& after = shortfall(to);
-    received_.assign(to_.placement.size(), 0);
-    for (const RankTraffic& t : p.traffic) {
-      int64_t pos = to_.placement.position(t.rank);
-      if (pos < 0 && t.bytes_received > 0) return false;  // off the target: nothing to receive
-      if (pos >= 0) received_[pos] = t.bytes_received;
+    const detail::LayoutBoxes &old_boxes = *from.boxes, &new_boxes = *to.boxes;
+    const Placement& moved = to.layout.placement;
+    for (int64_t pos = 0; pos < moved.size(); ++pos) {
+      const int64_t rank = moved.ranks()[pos], old_pos = from.layout.placement.position(rank);
+      const int64_t received =
+          (new_boxes.numel(pos) - (old_pos < 0 ? 0 : new_boxes.overlap(pos, old_boxes, old_pos))) * size_of(dtype_);
+      const int64_t target_pos = to_.placement.position(rank);
+      if (received != (target_pos < 0 ? 0 : before[target_pos] - after[target_pos])) return false;
     }
-    for (size_t pos = 0; pos < received_.size(); ++pos)
-      if (received_[pos] != before[pos] - after[pos]) return false;
+    // Target ranks outside the step's placement receive nothing, so they must lose nothing.
+    if (!(moved == to_.placement))
+      for (int64_t pos = 0; pos < to_.placement.size(); ++pos)
+        if (!moved.contains(to_.placement.ranks()[pos]) && before[pos] != after[pos]) return false;
     return true;
   }
 
@@ -226,18 +349,16 @@ class Search {
   // them move no bytes but change boxes.
   double remaining_at_least(int64_t id, Node& at) {
     if (id == target_ || at.layout.nd_sbp.has_partial() || to_.nd_sbp.has_partial()) return 0;
-    const std::vector<int64_t>& missing = shortfall(at);
-    int64_t worst = missing.empty() ? 0 : *std::max_element(missing.begin(), missing.end());
     const CostModel& m = cost_model(to_.placement.device_type());
-    return m.step_us + m.beta_us_per_byte * static_cast<double>(worst);
+    return m.step_us + m.beta_us_per_byte * static_cast<double>(shortfall_totals(at).max);
   }
 
   std::vector<Step> path_to(int64_t id) {
     std::vector<Step> steps;
     while (const std::optional<Via>& via = node_at(id).via) {
       const Node &a = node_at(via->from), &b = node_at(id);
-      detail::Prediction p = predict(*via, a, b);
-      steps.push_back(Step{via->primitive->kind, a.layout, b.layout, via->mesh_axis, std::move(p.traffic), p.cost_us});
+      const detail::Prediction p = predict(*via, a, b);
+      steps.push_back(Step{via->primitive->kind, a.layout, b.layout, via->mesh_axis, shape_, dtype_, p.max_bytes, p.cost_us});
       id = via->from;
     }
     return {steps.rbegin(), steps.rend()};
@@ -255,7 +376,7 @@ class Search {
   const std::vector<const detail::Primitive*>& axis_records_ = records_of(detail::Primitive::Reach::kMeshAxis);
   const std::vector<const detail::Primitive*>& layout_records_ = records_of(detail::Primitive::Reach::kLayouts);
   std::unordered_map<int64_t, Node> nodes_;
-  std::vector<int64_t> received_;  // keeps_lower_bound's scratch
+  SearchMemo& memo_;
   bool minimal_ = !from_.nd_sbp.has_partial() && !to_.nd_sbp.has_partial();
   std::priority_queue<Entry, std::vector<Entry>, std::greater<>> queue_;
   int64_t seq_ = 0;
@@ -266,12 +387,12 @@ Step memory_move(const Shape& shape, DType dtype, const Layout& from, const Layo
   const std::vector<const detail::Primitive*>& movers = records_of(detail::Primitive::Reach::kMemorySpace);
   SPSD_CHECK(movers.size() == 1, "boxing", "expected one memory-space primitive, the list has ", movers.size());
   const detail::Primitive& move = *movers.front();
-  const std::vector<Box> boxes = boxes_of(shape, from);
-  detail::Prediction p = detail::predict(move, {shape, dtype, from, to, -1, boxes, boxes});
-  return Step{move.kind, from, to, -1, std::move(p.traffic), p.cost_us};
+  const detail::LayoutBoxes from_boxes(shape, from), to_boxes(shape, to);
+  const detail::Prediction p = detail::predict(move, {shape, dtype, from, to, -1, from_boxes, to_boxes});
+  return Step{move.kind, from, to, -1, shape, dtype, p.max_bytes, p.cost_us};
 }
 
-Plan compute_plan(const Shape& shape, DType dtype, const Layout& from, const Layout& to) {
+Plan compute_plan(const Shape& shape, DType dtype, const Layout& from, const Layout& to, SearchMemo& memo) {
   Plan plan{shape, dtype, from, to, {}, 0};
   if (from == to) return plan;
   if (from.placement.device_type() != to.placement.device_type()) {
@@ -279,10 +400,10 @@ Plan compute_plan(const Shape& shape, DType dtype, const Layout& from, const Lay
     // side never meets MPI, and the traffic is that of the host boxing.
     const Layout host_from = on_device(from, DeviceType::kCPU), host_to = on_device(to, DeviceType::kCPU);
     if (!(host_from == from)) plan.steps.push_back(memory_move(shape, dtype, from, host_from));
-    for (Step& s : compute_plan(shape, dtype, host_from, host_to).steps) plan.steps.push_back(std::move(s));
+    for (Step& s : compute_plan(shape, dtype, host_from, host_to, memo).steps) plan.steps.push_back(std::move(s));
     if (!(host_to == to)) plan.steps.push_back(memory_move(shape, dtype, host_to, to));
   } else {
-    plan.steps = Search(shape, dtype, from, to).run();
+    plan.steps = Search(shape, dtype, from, to, memo).run();
   }
   for (const Step& s : plan.steps) plan.cost_us += s.cost_us;
   return plan;
@@ -309,7 +430,7 @@ std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const P
   static std::mutex mutex;
   static std::unordered_map<detail::CacheKey, std::shared_ptr<const Plan>, detail::CacheKeyHash> cache;
   detail::CacheKey key;
-  key.words.reserve(24 + shape.ndim() + from.size() + to.size());
+  key.words.reserve(32 + shape.ndim());
   key.add(shape);
   key.add(static_cast<int64_t>(dtype));
   key.add(static_cast<int64_t>(reduction_wire_dtype(dtype)));  // a 16-bit reduction's bytes depend on the setting
@@ -323,8 +444,10 @@ std::shared_ptr<const Plan> plan_boxing(const Shape& shape, DType dtype, const P
   if (auto it = cache.find(key); it != cache.end()) return it->second;
   // Bounded memory for programs whose shapes keep changing: when full, start over (plans are
   // deterministic, so a plan computed again is the same on every rank).
+  static SearchMemo memo;
   if (cache.size() >= kMaxCachedPlans) cache.clear();
-  Plan plan = compute_plan(shape, dtype, {from, from_sbp}, {to, to_sbp});
+  if (memo.size() >= 64 * kMaxCachedPlans) memo.clear();
+  Plan plan = compute_plan(shape, dtype, {from, from_sbp}, {to, to_sbp}, memo);
   plan.identity = noted_identity(shape, dtype, plan.from, plan.to);
   return cache.emplace(std::move(key), std::make_shared<const Plan>(std::move(plan))).first->second;
 }

@@ -9,6 +9,7 @@
 #include <span>
 #include <vector>
 
+#include "layout_boxes.hpp"
 #include "spsd/boxing/plan.hpp"
 #include "spsd/layout/split.hpp"
 #include "spsd/tensor/storage.hpp"
@@ -17,24 +18,27 @@ namespace spsd::detail {
 
 using StoragePtr = std::shared_ptr<Storage>;
 
-// A step as a primitive sees it: the tensor, both layouts and every rank's box in each.
+// A step as a primitive sees it: the tensor, both layouts and any rank's box in each.
 struct StepView {
   const Shape& shape;
   DType dtype;
   const Layout& from;
   const Layout& to;
-  int64_t mesh_axis;                   // the mesh axis a kMeshAxis step changes; -1 otherwise
-  const std::vector<Box>& from_boxes;  // placement order
-  const std::vector<Box>& to_boxes;
+  int64_t mesh_axis;                // the mesh axis a kMeshAxis step changes; -1 otherwise
+  const LayoutBoxes& from_boxes;    // of from and to
+  const LayoutBoxes& to_boxes;
+  // When running a planned step: its busiest rank's bytes, as planned (a collective call that no
+  // rank needs is skipped by all); -1 while planning.
+  int64_t planned_max_bytes = -1;
 };
 
-// What a step moves: every participating rank's bytes, and what the latency and local terms of
-// the cost model need.
+// What the cost model needs of a step: the busiest rank's figures. Primitives compute them
+// without visiting every rank where they can (axis_group.cpp, exchange.cpp).
 struct StepTraffic {
-  std::vector<RankTraffic> ranks;  // every participant, in rank order
-  int64_t members = 1;             // ranks of one group (the n of latency_rounds)
-  int64_t max_messages = 0;        // the busiest rank's messages sent or received
-  int64_t max_local = 0;           // the busiest rank's bytes written locally
+  int64_t members = 1;       // ranks of one group (the n of latency_rounds)
+  int64_t max_messages = 0;  // the busiest rank's messages sent or received
+  int64_t max_local = 0;     // the busiest rank's bytes written locally
+  int64_t max_bytes = 0;     // the busiest rank's max(bytes sent, bytes received)
 };
 
 struct Primitive {
@@ -53,6 +57,13 @@ struct Primitive {
   bool (*can_start_from)(const NdSbp& nd);
   int64_t (*rounds)(int64_t members, int64_t max_messages);  // latency rounds of its algorithm
   StepTraffic (*traffic)(const StepView& step);
+  // Figures no larger than traffic's, found in O(1), for a primitive whose traffic visits every
+  // rank (null: none). The planner prices with them first and skips the step when even that
+  // price cannot improve on what it has.
+  StepTraffic (*traffic_floor)(const StepView& step);
+  // One rank's bytes and messages (zeros for a rank that takes no part), from that rank's peers
+  // alone: what Plan::bytes_sent(rank) and the executor's accounting read.
+  RankTraffic (*rank_traffic)(const StepView& step, int64_t rank);
   // Runs the step on this rank, which is in the step's source or target placement: in is its
   // piece in step.from (null when it holds none), the result its piece in step.to (null likewise).
   StoragePtr (*run)(const StepView& step, const StoragePtr& in);
@@ -62,8 +73,10 @@ struct Primitive {
 constexpr Primitive whole_layout_primitive(StepKind kind, Primitive::Reach reach, bool communicates,
                                            bool (*can_start_from)(const NdSbp&), int64_t (*rounds)(int64_t, int64_t),
                                            StepTraffic (*traffic)(const StepView&),
-                                           StoragePtr (*run)(const StepView&, const StoragePtr&)) {
-  return {kind, reach, communicates, nullptr, can_start_from, rounds, traffic, run};
+                                           RankTraffic (*rank_traffic)(const StepView&, int64_t),
+                                           StoragePtr (*run)(const StepView&, const StoragePtr&),
+                                           StepTraffic (*traffic_floor)(const StepView&) = nullptr) {
+  return {kind, reach, communicates, nullptr, can_start_from, rounds, traffic, traffic_floor, rank_traffic, run};
 }
 
 // The record of kind (src/boxing/primitive_table.cpp), and all of them in SPSD_BOXING_PRIMITIVES order.
@@ -76,12 +89,14 @@ inline int64_t log_rounds(int64_t n, int64_t) {
   return n <= 1 ? 0 : static_cast<int64_t>(std::ceil(std::log2(static_cast<double>(n))));
 }
 
-// A step's traffic on every rank and its cost under the model of its placements' device.
+// A step's busiest-rank bytes and its cost under the model of its placements' device.
 struct Prediction {
-  std::vector<RankTraffic> traffic;  // in rank order
+  int64_t max_bytes = 0;
   double cost_us = 0;
 };
 Prediction predict(const Primitive& p, const StepView& step);
+// The cost of p's traffic_floor (a lower bound of predict's), or -1 when p has none.
+double cost_floor(const Primitive& p, const StepView& step);
 
 // Storage for a box that the caller writes in full (not zero-filled).
 inline StoragePtr allocate(const Box& box, DType dtype, DeviceType device) {

@@ -31,15 +31,22 @@ const Primitive& primitive(StepKind kind) {
   return *kPrimitives[i];
 }
 
-Prediction predict(const Primitive& p, const StepView& step) {
-  StepTraffic t = p.traffic(step);
-  int64_t max_bytes = 0;
-  for (const RankTraffic& r : t.ranks) max_bytes = std::max({max_bytes, r.bytes_sent, r.bytes_received});
+namespace {
+double cost_of(const Primitive& p, const StepView& step, const StepTraffic& t) {
   // A move between memory spaces is priced by the device's model, as any step on the device.
   const DeviceType device = step.from.placement.device_type() != DeviceType::kCPU ? step.from.placement.device_type()
                                                                                    : step.to.placement.device_type();
-  const double cost = step_cost_us(cost_model(device), p.rounds(t.members, t.max_messages), max_bytes, t.max_local);
-  return {std::move(t.ranks), cost};
+  return step_cost_us(cost_model(device), p.rounds(t.members, t.max_messages), t.max_bytes, t.max_local);
+}
+}  // namespace
+
+Prediction predict(const Primitive& p, const StepView& step) {
+  const StepTraffic t = p.traffic(step);
+  return {t.max_bytes, cost_of(p, step, t)};
+}
+
+double cost_floor(const Primitive& p, const StepView& step) {
+  return p.traffic_floor ? cost_of(p, step, p.traffic_floor(step)) : -1;
 }
 
 }  // namespace detail

@@ -8,7 +8,7 @@ namespace spsd::detail {
 namespace {
 
 AxisTraffic member_traffic(const AxisGroup& g, const StepView&) {
-  return {traffic::reduce_scatter(g.new_counts, g.me), g.new_box(g.me).numel(), true};
+  return {traffic::reduce_scatter(g.new_total, g.new_counts[g.me], g.size()), g.new_counts[g.me], true};
 }
 
 StoragePtr run(const AxisGroup& g, const StepView& step, const StoragePtr& in) {

@@ -13,8 +13,8 @@ namespace {
 StoragePtr run_step(const Shape& shape, DType dtype, const Step& step, const StoragePtr& in) {
   const int64_t me = rank();
   if (!step.from.placement.contains(me) && !step.to.placement.contains(me)) return in;
-  const std::vector<Box> from_boxes = boxes_of(shape, step.from), to_boxes = boxes_of(shape, step.to);
-  return primitive(step.kind).run({shape, dtype, step.from, step.to, step.mesh_axis, from_boxes, to_boxes}, in);
+  const LayoutBoxes from_boxes(shape, step.from), to_boxes(shape, step.to);
+  return primitive(step.kind).run({shape, dtype, step.from, step.to, step.mesh_axis, from_boxes, to_boxes, step.max_bytes()}, in);
 }
 
 StoragePtr run_steps(const Plan& plan, StoragePtr local) {

@@ -173,10 +173,10 @@ bool expect_half_bytes(Failures& failures, const std::string& what, const Shape&
   }
   for (size_t i = 0; i < wide_plan->steps.size(); ++i) {
     const Step &w = wide_plan->steps[i], &n = narrow_plan->steps[i];
-    bool halved = w.traffic.size() == n.traffic.size();
-    for (size_t r = 0; halved && r < w.traffic.size(); ++r)
-      halved = 2 * n.traffic[r].bytes_sent == w.traffic[r].bytes_sent &&
-               2 * n.traffic[r].bytes_received == w.traffic[r].bytes_received;
+    const std::vector<RankTraffic> wide = w.traffic(), narrow = n.traffic();
+    bool halved = wide.size() == narrow.size();
+    for (size_t r = 0; halved && r < wide.size(); ++r)
+      halved = 2 * narrow[r].bytes_sent == wide[r].bytes_sent && 2 * narrow[r].bytes_received == wide[r].bytes_received;
     if (!halved) failures.add(what + ": step " + std::to_string(i + 1) + " predicts {" + n.to_string() + "}, float32 {" +
                               w.to_string() + "}: expected half the bytes");
   }

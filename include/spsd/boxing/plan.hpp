@@ -38,13 +38,21 @@ struct RankTraffic {
   int64_t bytes_sent = 0, bytes_received = 0, messages = 0;
 };
 
+// A step holds no per-rank data: what one rank sends and receives is computed from that rank's
+// peers when asked, so a plan's size does not grow with the number of ranks (docs/boxing.md).
 struct Step {
   StepKind kind;
   Layout from, to;
-  int64_t mesh_axis = -1;            // the mesh axis a 1-d step changes; -1 for an exchange or a device copy
-  std::vector<RankTraffic> traffic;  // every participating rank, in rank order
+  int64_t mesh_axis = -1;  // the mesh axis a 1-d step changes; -1 for an exchange or a device copy
+  Shape shape;             // the tensor's
+  DType dtype = DType::kFloat32;
+  int64_t busiest_bytes = 0;  // max over ranks of max(sent, received)
   double cost_us = 0;
-  int64_t max_bytes() const;  // max over ranks of max(sent, received)
+  int64_t max_bytes() const { return busiest_bytes; }
+  // One rank's predicted traffic; zeros for a rank that takes no part.
+  RankTraffic traffic_of(int64_t rank) const;
+  // Every participating rank's, in rank order (visits every rank: for printing and tests).
+  std::vector<RankTraffic> traffic() const;
   std::string to_string() const;
 };
 
@@ -64,6 +72,10 @@ struct Plan {
   // Whether some step calls the communicator (its primitive says so); a plan of local steps
   // needs no rendezvous, so the cross-rank check need not run before it.
   bool communicates() const;
+  // Bytes the cached plan holds: itself and its steps, not the rank lists its placements share
+  // with every other holder of them (layout/rank_list.hpp). The same for any number of ranks
+  // (bench/planning --ranks).
+  int64_t footprint_bytes() const;
   std::string to_string() const;
 };
 

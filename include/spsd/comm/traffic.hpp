@@ -31,15 +31,18 @@ inline Traffic all_reduce(int64_t count, int64_t n, int64_t r) {
   return {count + (n - 2) * chunk, count + (n - 2) * chunk};
 }
 // Every block but one's own goes out once; one's own block comes from the n - 1 others.
+// The forms taking the total serve callers that price many members of one group.
+inline Traffic reduce_scatter(int64_t total_count, int64_t mine, int64_t n) { return {total_count - mine, (n - 1) * mine}; }
 inline Traffic reduce_scatter(std::span<const int64_t> counts, int64_t r) {
   int64_t n = static_cast<int64_t>(counts.size());
   check_member("traffic::reduce_scatter", "rank", n, r);
-  return {total(counts) - counts[r], (n - 1) * counts[r]};
+  return reduce_scatter(total(counts), counts[r], n);
 }
+inline Traffic all_gather(int64_t total_count, int64_t mine, int64_t n) { return {(n - 1) * mine, total_count - mine}; }
 inline Traffic all_gather(std::span<const int64_t> counts, int64_t r) {
   int64_t n = static_cast<int64_t>(counts.size());
   check_member("traffic::all_gather", "rank", n, r);
-  return {(n - 1) * counts[r], total(counts) - counts[r]};
+  return all_gather(total(counts), counts[r], n);
 }
 inline Traffic all_to_all(std::span<const int64_t> send_counts, std::span<const int64_t> recv_counts, int64_t r) {
   check_member("traffic::all_to_all", "rank", static_cast<int64_t>(std::min(send_counts.size(), recv_counts.size())), r);
