@@ -1,14 +1,22 @@
 // bench/planning: what a boxing plan costs to compute (a miss of the plan cache: the first
 // to_global of a conversion, and every candidate conversion the resolver prices for a new
 // signature) and to find again (a hit). One process, no communication: plan_boxing is a pure
-// function of the shape, dtype and both layouts.
+// function of the shape, dtype and both layouts, so meshes of any size are planned here without
+// running their ranks.
 //   planning [--quick]
 // For each case, every NdSbp of the source to every NdSbp of the target, for three shapes and
 // (unless --quick) four dtypes, so that every call is a miss; then the last plan asked for again
 // 100000 times (hits). Prints a markdown table: plans, microseconds per miss and per hit.
+//   planning --ranks 256,1024,4096,16384
+// Cluster scale (issue 27): for each rank count n, a 65536 x 65536 float tensor on n/8 x 8 and
+// n/64 x 8 x 8 meshes: the three conversions of docs/benchmarks.md's scale table (one plan miss
+// each), a matmul's first-call resolution for every pair of their 2-d layouts, and the memory a
+// cached plan holds. Each measurement uses ranks no earlier one used, so every call misses.
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <algorithm>
 #include <spsd/spsd.hpp>
 #include <string>
 #include <vector>
@@ -44,9 +52,74 @@ double micros_since(Clock::time_point start) {
   return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
 }
 
+// Ranks first .. first + n - 1 on a mesh: a fresh rank range misses every cache.
+spsd::Placement mesh_of(int64_t first, const spsd::Shape& mesh) {
+  std::vector<int64_t> ranks(mesh.numel());
+  for (size_t i = 0; i < ranks.size(); ++i) ranks[i] = first + static_cast<int64_t>(i);
+  return spsd::Placement("cpu", std::move(ranks), mesh);
+}
+
+std::vector<int64_t> parse_counts(const char* text) {
+  std::vector<int64_t> counts;
+  for (const char* p = text; *p;) {
+    char* end = nullptr;
+    counts.push_back(std::strtoll(p, &end, 10));
+    if (end == p || counts.back() < 64 || counts.back() % 64 != 0) {
+      std::fprintf(stderr, "planning: --ranks takes multiples of 64 separated by commas, got %s\n", text);
+      std::exit(2);
+    }
+    p = *end == ',' ? end + 1 : end;
+  }
+  return counts;
+}
+
+// The scale sweep: milliseconds per plan miss and per resolution, bytes per cached plan.
+int sweep(const std::vector<int64_t>& counts) {
+  using spsd::NdSbp;
+  using spsd::Shape;
+  namespace sbp = spsd::sbp;
+  const Shape shape{65536, 65536};
+  const NdSbp s0s1{sbp::split(0), sbp::split(1)}, s1s0{sbp::split(1), sbp::split(0)}, s1b{sbp::split(1), sbp::broadcast};
+  std::printf("| ranks | (S(0),S(1)) -> (S(1),S(0)) on 2-d | 3-d (S(0),P,S(1)) -> 1-d S(1) | "
+              "3-d (S(0),S(1),B) -> 2-d (S(1),B) | matmul resolution, worst of 9 layout pairs | "
+              "bytes per cached plan, largest |\n|---:|---:|---:|---:|---:|---:|\n");
+  int64_t first = 0;
+  for (int64_t n : counts) {
+    const Shape mesh2{n / 8, 8}, mesh3{n / 64, 8, 8}, mesh1{n};
+    double ms[3];
+    int64_t plan_bytes = 0;
+    const auto time_plan = [&](int i, const Shape& from_mesh, const NdSbp& from, const Shape& to_mesh, const NdSbp& to) {
+      const spsd::Placement a = mesh_of(first, from_mesh), b = mesh_of(first, to_mesh);
+      first += n;
+      const Clock::time_point start = Clock::now();
+      auto plan = spsd::plan_boxing(shape, spsd::DType::kFloat32, {a, from}, {b, to});
+      ms[i] = micros_since(start) / 1000;
+      plan_bytes = std::max(plan_bytes, plan->footprint_bytes());
+    };
+    time_plan(0, mesh2, s0s1, mesh2, s1s0);
+    time_plan(1, mesh3, NdSbp{sbp::split(0), sbp::partial_sum, sbp::split(1)}, mesh1, NdSbp{sbp::split(1)});
+    time_plan(2, mesh3, NdSbp{sbp::split(0), sbp::split(1), sbp::broadcast}, mesh2, s1b);
+    double worst_resolution_ms = 0;
+    for (const NdSbp& x : {s0s1, s1s0, s1b})
+      for (const NdSbp& w : {s0s1, s1s0, s1b}) {
+        const spsd::Placement p = mesh_of(first, mesh2);
+        first += n;
+        const std::vector<spsd::TensorMeta> metas{{shape, spsd::DType::kFloat32}, {shape, spsd::DType::kFloat32}};
+        const Clock::time_point start = Clock::now();
+        spsd::resolve(spsd::op_schema<spsd::detail::MatmulDef>(), {}, p, metas, std::vector<NdSbp>{x, w});
+        worst_resolution_ms = std::max(worst_resolution_ms, micros_since(start) / 1000);
+      }
+    std::printf("| %lld | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %lld |\n", static_cast<long long>(n), ms[0], ms[1],
+                ms[2], worst_resolution_ms, static_cast<long long>(plan_bytes));
+    std::fflush(stdout);
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 2 && std::strcmp(argv[1], "--ranks") == 0) return sweep(parse_counts(argv[2]));
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   using spsd::Placement;
   using spsd::Shape;
