@@ -270,7 +270,10 @@ MpiBackend::PairwiseOutcome MpiBackend::exchange_all_pairs(const std::vector<int
                                                            uint64_t mine, const char* op) {
   constexpr int kTag = 21;
   const size_t others = world_ranks.size() - 1;
-  std::vector<uint64_t> theirs(others);
+  // [0] mine, [1 + k] peer k's: on the heap, kept after a timeout while MPI may still use them.
+  auto tokens = std::make_unique<uint64_t[]>(others + 1);
+  tokens[0] = mine;
+  uint64_t* theirs = tokens.get() + 1;
   std::vector<MPI_Request> requests(2 * others);
   std::vector<int64_t> peers;
   for (size_t i = 0, k = 0; i < world_ranks.size(); ++i)
@@ -282,7 +285,7 @@ MpiBackend::PairwiseOutcome MpiBackend::exchange_all_pairs(const std::vector<int
       ++k;
     }
   for (size_t k = 0; k < others; ++k)
-    check_mpi(MPI_Isend(&mine, 1, MPI_UINT64_T, static_cast<int>(peers[k]), kTag, static_cast<MPI_Comm>(handshake_),
+    check_mpi(MPI_Isend(&tokens[0], 1, MPI_UINT64_T, static_cast<int>(peers[k]), kTag, static_cast<MPI_Comm>(handshake_),
                         &requests[others + k]),
               op);
   creation_->handshake_messages_sent += static_cast<int64_t>(others);
@@ -291,6 +294,7 @@ MpiBackend::PairwiseOutcome MpiBackend::exchange_all_pairs(const std::vector<int
     out.complete = false;
     out.silent = pending_peers(std::span(requests).first(others), peers);
     abandon(requests, others);
+    abandoned_.push_back(std::move(tokens));
   }
   for (size_t k = 0; k < others; ++k) {
     if (std::find(out.silent.begin(), out.silent.end(), peers[k]) != out.silent.end()) continue;
@@ -319,7 +323,9 @@ MpiBackend::RoundsOutcome MpiBackend::disseminate(const std::vector<int64_t>& wo
   for (int64_t reach = 1; reach < n; reach *= 2, ++round) {
     const int64_t to = world_ranks[handshake_send_to(n, my_index, round)],
                   from = world_ranks[handshake_receive_from(n, my_index, round)];
-    uint64_t out[2] = {known[0], known[1]}, in[2] = {0, 0};
+    auto buffer = std::make_unique<uint64_t[]>(4);  // out (min, max), in (min, max)
+    uint64_t *out = buffer.get(), *in = buffer.get() + 2;
+    out[0] = known[0], out[1] = known[1];
     MPI_Request requests[2];
     const int tag = kFirstTag + static_cast<int>(round);
     check_mpi(MPI_Irecv(in, 2, MPI_UINT64_T, static_cast<int>(from), tag, static_cast<MPI_Comm>(handshake_),
@@ -333,6 +339,7 @@ MpiBackend::RoundsOutcome MpiBackend::disseminate(const std::vector<int64_t>& wo
                                std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
     if (!wait_bounded(requests, left, op)) {
       abandon(requests, 1);
+      abandoned_.push_back(std::move(buffer));
       return {false, false, from, round};
     }
     ++creation_->handshake_messages_received;

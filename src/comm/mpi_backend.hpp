@@ -76,6 +76,8 @@ class MpiBackend final : public Backend {
   boost::mpi::communicator handshake_;  // another one, only for the creation handshakes
   const std::chrono::milliseconds* timeout_;
   CreationStats* creation_;
+  // Handshake buffers of requests abandoned at a timeout: MPI may still read or write them.
+  std::vector<std::unique_ptr<uint64_t[]>> abandoned_;
 };
 
 }  // namespace spsd::detail
