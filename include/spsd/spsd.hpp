@@ -13,6 +13,7 @@
 #include "spsd/layout/sbp.hpp"
 #include "spsd/layout/split.hpp"
 #include "spsd/comm/communicator.hpp"
+#include "spsd/comm/creation.hpp"
 #include "spsd/comm/half_reduction.hpp"
 #include "spsd/comm/stats.hpp"
 #include "spsd/comm/traffic.hpp"

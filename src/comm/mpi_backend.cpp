@@ -256,19 +256,24 @@ void MpiCommunicator::do_barrier() {
   wait(request, "barrier");
 }
 
-MpiBackend::MpiBackend(const std::chrono::milliseconds* timeout)
-    : world_(MPI_COMM_WORLD, boost::mpi::comm_duplicate), timeout_(timeout) {
+MpiBackend::MpiBackend(const std::chrono::milliseconds* timeout, CreationStats* creation)
+    : world_(MPI_COMM_WORLD, boost::mpi::comm_duplicate), timeout_(timeout), creation_(creation) {
   MPI_Comm_set_errhandler(static_cast<MPI_Comm>(world_), MPI_ERRORS_RETURN);
   handshake_ = boost::mpi::communicator(static_cast<MPI_Comm>(world_), boost::mpi::comm_duplicate);
   MPI_Comm_set_errhandler(static_cast<MPI_Comm>(handshake_), MPI_ERRORS_RETURN);
 }
 
-void MpiBackend::handshake(const std::vector<int64_t>& world_ranks, int64_t my_index, uint64_t purpose,
-                           const char* op) {
+// Every other member's token, sent to and received from each: O(n) messages per member, and on
+// a timeout the members nothing arrived from are known. Small sets, and the fallback that names
+// the culprits after the rounds below found a difference.
+MpiBackend::PairwiseOutcome MpiBackend::exchange_all_pairs(const std::vector<int64_t>& world_ranks, int64_t my_index,
+                                                           uint64_t mine, const char* op) {
   constexpr int kTag = 21;
-  const uint64_t mine = creation_token(world_ranks, purpose);
   const size_t others = world_ranks.size() - 1;
-  std::vector<uint64_t> theirs(others);
+  // [0] mine, [1 + k] peer k's: on the heap, kept after a timeout while MPI may still use them.
+  auto tokens = std::make_unique<uint64_t[]>(others + 1);
+  tokens[0] = mine;
+  uint64_t* theirs = tokens.get() + 1;
   std::vector<MPI_Request> requests(2 * others);
   std::vector<int64_t> peers;
   for (size_t i = 0, k = 0; i < world_ranks.size(); ++i)
@@ -280,23 +285,101 @@ void MpiBackend::handshake(const std::vector<int64_t>& world_ranks, int64_t my_i
       ++k;
     }
   for (size_t k = 0; k < others; ++k)
-    check_mpi(MPI_Isend(&mine, 1, MPI_UINT64_T, static_cast<int>(peers[k]), kTag, static_cast<MPI_Comm>(handshake_),
+    check_mpi(MPI_Isend(&tokens[0], 1, MPI_UINT64_T, static_cast<int>(peers[k]), kTag, static_cast<MPI_Comm>(handshake_),
                         &requests[others + k]),
               op);
+  creation_->handshake_messages_sent += static_cast<int64_t>(others);
+  PairwiseOutcome out;
+  if (!wait_bounded(requests, *timeout_, op)) {
+    out.complete = false;
+    out.silent = pending_peers(std::span(requests).first(others), peers);
+    abandon(requests, others);
+    abandoned_.push_back(std::move(tokens));
+  }
+  for (size_t k = 0; k < others; ++k) {
+    if (std::find(out.silent.begin(), out.silent.end(), peers[k]) != out.silent.end()) continue;
+    ++creation_->handshake_messages_received;
+    if (theirs[k] != mine) out.different.push_back(peers[k]);
+  }
+  std::sort(out.different.begin(), out.different.end());
+  return out;
+}
+
+// Dissemination (Hensgen, Finkel, Manber): in round k member i sends the (min, max) of the tokens
+// it knows to member i + 2^k and merges what member i - 2^k sends it (mod n). After ceil(log2 n)
+// rounds every member's pair covers all n tokens, each through a chain of messages, so a member
+// that ends with min == max == its own token knows that every member is creating this very
+// communicator now, and a member whose pair differs knows that some member is not: all members of
+// a consistent set reach the same verdict, and none enters MPI_Comm_create_group while another
+// diverged (it would wait there for ever). The whole exchange is bounded by one timeout.
+MpiBackend::RoundsOutcome MpiBackend::disseminate(const std::vector<int64_t>& world_ranks, int64_t my_index,
+                                                  uint64_t mine, const char* op) {
+  constexpr int kFirstTag = 100;  // round k uses kFirstTag + k: rounds never match each other
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + *timeout_;
+  const int64_t n = static_cast<int64_t>(world_ranks.size());
+  uint64_t known[2] = {mine, mine};  // (min, max)
+  int64_t round = 0;
+  for (int64_t reach = 1; reach < n; reach *= 2, ++round) {
+    const int64_t to = world_ranks[handshake_send_to(n, my_index, round)],
+                  from = world_ranks[handshake_receive_from(n, my_index, round)];
+    auto buffer = std::make_unique<uint64_t[]>(4);  // out (min, max), in (min, max)
+    uint64_t *out = buffer.get(), *in = buffer.get() + 2;
+    out[0] = known[0], out[1] = known[1];
+    MPI_Request requests[2];
+    const int tag = kFirstTag + static_cast<int>(round);
+    check_mpi(MPI_Irecv(in, 2, MPI_UINT64_T, static_cast<int>(from), tag, static_cast<MPI_Comm>(handshake_),
+                        &requests[0]),
+              op);
+    check_mpi(MPI_Isend(out, 2, MPI_UINT64_T, static_cast<int>(to), tag, static_cast<MPI_Comm>(handshake_),
+                        &requests[1]),
+              op);
+    ++creation_->handshake_messages_sent;
+    const auto left = std::max(std::chrono::milliseconds(0),
+                               std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()));
+    if (!wait_bounded(requests, left, op)) {
+      abandon(requests, 1);
+      abandoned_.push_back(std::move(buffer));
+      return {false, false, from, round};
+    }
+    ++creation_->handshake_messages_received;
+    known[0] = std::min(known[0], in[0]);
+    known[1] = std::max(known[1], in[1]);
+  }
+  return {true, known[0] == mine && known[1] == mine, -1, round};
+}
+
+void MpiBackend::handshake(const std::vector<int64_t>& world_ranks, int64_t my_index, uint64_t purpose,
+                           const char* op) {
+  if (world_ranks.size() == 1) return;
+  const uint64_t mine = creation_token(world_ranks, purpose);
+  const int64_t n = static_cast<int64_t>(world_ranks.size());
+  const bool rounds = n > handshake_all_pairs_limit();
+  RoundsOutcome r;
+  if (rounds) {
+    r = disseminate(world_ranks, my_index, mine, op);
+    if (r.complete && r.agree) return;
+  }
+  // Only now, on a difference or a timeout of the rounds, does every member hear from every other.
+  PairwiseOutcome p = exchange_all_pairs(world_ranks, my_index, mine, op);
   const std::string what = concat("creating communicator(world ranks ", join(world_ranks), ", rank ", my_index, ")",
                                   purpose == 1 ? " for consistency checks" : "");
-  if (!wait_bounded(requests, *timeout_, op)) {
-    std::vector<int64_t> silent = pending_peers(std::span(requests).first(others), peers);
-    abandon(requests, others);
-    throw_timeout(op, *timeout_, what,
-                  concat("world ranks ", join(silent), " never came to create it (a rank died or diverged)"));
+  const std::string different = concat("world ranks ", join(p.different),
+                                       " were creating a different communicator at the same point");
+  if (!p.complete || !r.complete) {
+    std::string why = !p.silent.empty()
+                          ? concat("world ranks ", join(p.silent), " never came to create it")
+                          : concat("world rank ", r.late, " sent nothing in round ", r.round,
+                                   " of the handshake, and came only after the timeout");
+    if (!p.different.empty()) why += "; " + different;
+    throw_timeout(op, *timeout_, what, why + " (a rank died or diverged)");
   }
-  std::vector<int64_t> other;
-  for (size_t k = 0; k < others; ++k)
-    if (theirs[k] != mine) other.push_back(peers[k]);
-  SPSD_CHECK(other.empty(), op, "while ", what, ": world ranks ", join(other),
-             " were creating a different communicator at the same point (a diverging program: every member must "
-             "create the rank sets it belongs to in the same order)");
+  if (!rounds && p.different.empty()) return;  // the small sets' only exchange passed
+  SPSD_CHECK(!p.different.empty(), op, "while ", what,
+             ": the handshake's rounds found members creating something else, but every member's token matched "
+             "when exchanged (a diverging program)");
+  throw_error(op, "while ", what, ": ", different,
+              " (a diverging program: every member must create the rank sets it belongs to in the same order)");
 }
 
 // MPI_Comm_create_group is collective over the group's members only: ranks outside a placement

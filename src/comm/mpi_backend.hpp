@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "backend.hpp"
+#include "spsd/comm/creation.hpp"
 
 namespace spsd::detail {
 
@@ -43,7 +44,8 @@ class MpiCommunicator final : public Communicator {
 
 class MpiBackend final : public Backend {
  public:
-  explicit MpiBackend(const std::chrono::milliseconds* timeout);  // MPI must be initialized
+  // MPI must be initialized; the handshakes count their messages into *creation.
+  MpiBackend(const std::chrono::milliseconds* timeout, CreationStats* creation);
   std::string name() const override { return "mpi"; }
   std::unique_ptr<Communicator> create(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats) override;
   std::unique_ptr<Communicator> create_check(std::vector<int64_t> world_ranks, int64_t my_index,
@@ -52,14 +54,30 @@ class MpiBackend final : public Backend {
   int64_t size() const { return world_.size(); }
 
  private:
-  // Every member tells every other which communicator it is creating, within the timeout,
-  // before the (blocking) MPI_Comm_create_group: a missing or diverged member gives an error.
+  // The members agree on which communicator they are creating, within the timeout, before the
+  // (blocking) MPI_Comm_create_group: a missing or diverged member gives an error naming it.
+  // ceil(log2 n) messages per member on sets over handshake_all_pairs_limit(), else n - 1.
   void handshake(const std::vector<int64_t>& world_ranks, int64_t my_index, uint64_t purpose, const char* op);
+  struct PairwiseOutcome {
+    bool complete = true;
+    std::vector<int64_t> silent;     // world ranks whose token never came
+    std::vector<int64_t> different;  // world ranks whose token differs from mine
+  };
+  PairwiseOutcome exchange_all_pairs(const std::vector<int64_t>& world_ranks, int64_t my_index, uint64_t mine,
+                                     const char* op);
+  struct RoundsOutcome {
+    bool complete = true, agree = true;
+    int64_t late = -1, round = 0;  // on a timeout: the world rank waited for, in which round
+  };
+  RoundsOutcome disseminate(const std::vector<int64_t>& world_ranks, int64_t my_index, uint64_t mine, const char* op);
   MPI_Comm create_comm(const std::vector<int64_t>& world_ranks, int64_t my_index, uint64_t purpose, const char* op);
 
   boost::mpi::communicator world_;      // a duplicate of MPI_COMM_WORLD: our traffic never meets the user's
   boost::mpi::communicator handshake_;  // another one, only for the creation handshakes
   const std::chrono::milliseconds* timeout_;
+  CreationStats* creation_;
+  // Handshake buffers of requests abandoned at a timeout: MPI may still read or write them.
+  std::vector<std::unique_ptr<uint64_t[]>> abandoned_;
 };
 
 }  // namespace spsd::detail

@@ -137,6 +137,7 @@ Communicator& check_communicator(Context& ctx, RankSetState& s, const std::vecto
                join(ranks), " name a rank more than once");
     int64_t me = std::find(ranks.begin(), ranks.end(), ctx.rank) - ranks.begin();
     it = ctx.check_communicators.emplace(ranks, ctx.backend->create_check(ranks, me, &ctx.check_stats)).first;
+    ++ctx.creation.check_communicators;
   }
   s.comm = it->second.get();
   return *s.comm;

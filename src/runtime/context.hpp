@@ -11,6 +11,7 @@
 
 #include "../comm/backend.hpp"
 #include "spsd/comm/communicator.hpp"
+#include "spsd/comm/creation.hpp"
 #include "spsd/runtime/device.hpp"
 #include "spsd/runtime/device_traffic.hpp"
 #include "spsd/runtime/memory_stats.hpp"
@@ -38,6 +39,7 @@ struct Context {
   // The consistency check's communicators and counters, kept apart from the user's (comm_stats()).
   std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> check_communicators;
   CommStats check_stats;
+  CreationStats creation;  // both maps' creations, and the MPI handshakes' messages
   DeviceTrafficLedger device_traffic;
   // memory_stats(cpu): the host storage bytes of this rank (Storage keeps a reference).
   std::shared_ptr<HostMemoryCounter> host_memory = std::make_shared<HostMemoryCounter>();

@@ -110,7 +110,7 @@ void Runtime::init(int* argc, char*** argv) {
         argc ? std::make_unique<boost::mpi::environment>(*argc, *argv, boost::mpi::threading::serialized, false)
              : std::make_unique<boost::mpi::environment>(boost::mpi::threading::serialized, false);
   impl_->context = std::make_unique<detail::Context>();
-  auto backend = std::make_unique<detail::MpiBackend>(&impl_->context->timeout);
+  auto backend = std::make_unique<detail::MpiBackend>(&impl_->context->timeout, &impl_->context->creation);
   impl_->context->rank = backend->rank();
   impl_->context->world_size = backend->size();
   impl_->context->local_rank = detail::env_local_rank();
@@ -170,6 +170,12 @@ void reset_comm_stats() {
   ctx.stats = CommStats{};
 }
 
+CreationStats creation_stats() {
+  detail::Context& ctx = detail::context("creation_stats");
+  detail::before_host_communication();  // boxing queued on the communication stream creates there
+  return ctx.creation;
+}
+
 void set_timeout(std::chrono::milliseconds t) {
   SPSD_CHECK(t.count() > 0, "set_timeout", "timeout must be positive, got ", t.count(), " ms");
   detail::context("set_timeout").timeout = t;
@@ -204,6 +210,7 @@ Communicator& communicator(const std::vector<int64_t>& world_ranks) {
   SPSD_CHECK(me < static_cast<int64_t>(world_ranks.size()), "communicator", "rank ", ctx.rank,
              " is not among the world ranks ", detail::join(world_ranks));
   auto comm = ctx.backend->create(world_ranks, me, &ctx.stats);
+  ++ctx.creation.communicators;
   return *ctx.communicators.emplace(world_ranks, std::move(comm)).first->second;
 }
 

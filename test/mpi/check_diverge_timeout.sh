@@ -34,7 +34,8 @@ expect() {
 # sleeping rank's 15 s (nor after MPIEXEC_TIMEOUT's 60). The sleep is long because Open MPI's
 # mpirun sometimes takes 4-5 s to act on three ranks calling MPI_Abort at once (its show_help
 # aggregation logs ORTE errors meanwhile); the bounded waits themselves fire at 2 s.
-for mode in check create collective; do
+# create-rounds: the rounds time out (2 s), then the all-pairs fallback names the rank (2 s more).
+for mode in check create create-rounds collective; do
   run "$mode"
   # Open MPI 4.1's mpirun itself sometimes segfaults in its PMIx thread while handling
   # MPI_Abort (a few in a hundred aborting jobs here), which can delay killing the sleeping rank: not spsd's
@@ -53,7 +54,7 @@ for mode in check create collective; do
       check)
         expect "$mode" "$r" "consistency check: ranks [0, 1, 2, 3] could not compare their global ops (world rank $r is at op #2, add((4, 5) float32 (S(0))))"
         expect "$mode" "$r" "send_recv: no completion within 2 s on communicator(world ranks [0, 1, 2, 3], rank $r): nothing arrived from world ranks [3]" ;;
-      create)
+      create|create-rounds)
         expect "$mode" "$r" "consistency check: ranks [0, 1, 2, 3] could not compare their global ops (world rank $r is at op #1"
         expect "$mode" "$r" "communicator: no completion within 2 s on creating communicator(world ranks [0, 1, 2, 3], rank $r) for consistency checks: world ranks [3] never came to create it" ;;
       collective)

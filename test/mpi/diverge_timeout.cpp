@@ -3,6 +3,8 @@
 //
 //   diverge_timeout check       the last rank never joins a consistency check
 //   diverge_timeout create      the last rank never creates the check communicator (first check)
+//   diverge_timeout create-rounds  the same with the handshake in rounds (as on sets over 8 ranks):
+//                               the others name it after the rounds' and the fallback's timeouts
 //   diverge_timeout collective  the last rank never joins a data all_reduce
 //   diverge_timeout order       ranks 0 and 1 create {0, 1} and {1, 0}: both get spsd::Error at
 //                               once, and can go on (exit 0)
@@ -15,6 +17,7 @@
 #include <thread>
 
 #include "spsd/comm/communicator.hpp"
+#include "spsd/comm/creation.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/runtime/consistency.hpp"
 #include "spsd/runtime/runtime.hpp"
@@ -54,6 +57,10 @@ int main(int argc, char** argv) {
   spsd::Runtime runtime(argc, argv);
   const char* mode = argc > 1 ? argv[1] : "check";
   if (std::strcmp(mode, "order") == 0) return order_mode();
+  if (std::strcmp(mode, "create-rounds") == 0) {
+    spsd::detail::set_handshake_all_pairs_limit(1);
+    mode = "create";
+  }
   const int me = spsd::rank(), n = spsd::world_size();
   std::vector<int64_t> world(n);
   for (int i = 0; i < n; ++i) world[i] = i;
