@@ -137,6 +137,12 @@ bool for_each_rank_class(std::span<const LayoutBoxes* const> layouts, int64_t fo
     auto [found, added] = remembered.try_emplace(split);
     g.distinct = &found->second;
     if (!added) continue;
+    // A large group is walked with every layout's pieces numbered per rank beforehand (one
+    // pass without division, layout_boxes.hpp), so each value is a few loads.
+    int64_t walked = 1;
+    for (int64_t a : g.mesh_axes) walked *= mesh[a];
+    if (walked > 256)
+      for (const LayoutBoxes* l : layouts) l->index_positions();
     GroupValues& distinct = *g.distinct;
     std::vector<int64_t> coords(g.mesh_axes.size(), 0), key(g.tensor_axes.size() * std::tuple_size_v<AxisValues>);
     size_t last = 0;
