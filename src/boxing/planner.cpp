@@ -73,22 +73,42 @@ const std::vector<const detail::Primitive*>& records_of(detail::Primitive::Reach
 // layout of every candidate signature, all from the same layout on the same placement, and
 // those searches meet the same steps again. Filled and read under plan_boxing's lock, cleared
 // with its cache.
-struct Shortfall {
-  int64_t max = 0, sum = 0;  // over the target's ranks, bytes
+// Over the ranks: the most and the total of something each rank has.
+struct Totals {
+  int64_t max = 0, sum = 0;
 };
-// The planner's formulas over rank classes (rank_classes.hpp), by name.
-constexpr int64_t kShortfallFormula = 1, kReceivedFormula = 2;
 struct SearchMemo {
   std::unordered_map<detail::CacheKey, detail::Prediction, detail::CacheKeyHash> prices;
-  std::unordered_map<detail::CacheKey, int64_t, detail::CacheKeyHash> received;
-  std::unordered_map<detail::CacheKey, Shortfall, detail::CacheKeyHash> shortfalls;
-  size_t size() const { return prices.size() + received.size() + shortfalls.size(); }
+  std::unordered_map<detail::CacheKey, Totals, detail::CacheKeyHash> missing;  // see missing_elements
+  size_t size() const { return prices.size() + missing.size(); }
   void clear() {
     prices.clear();
-    received.clear();
-    shortfalls.clear();
+    missing.clear();
   }
 };
+
+// The elements of its box in `wanted` that each rank lacks in `held`, two layouts of the same
+// ranks in the same order: their max and sum, from the rank classes (rank_classes.hpp); nullopt
+// when the layouts' meshes do not refine to one. A shortfall is this with the target wanted; what
+// a step between S/B layouts makes the ranks receive, with the new layout wanted.
+std::optional<Totals> missing_elements(const detail::LayoutBoxes& wanted, const detail::LayoutBoxes& held) {
+  constexpr int64_t kMissingFormula = 1;  // for_each_rank_class's name for the values below
+  const detail::LayoutBoxes* layouts[] = {&wanted, &held};
+  Totals missing;
+  const bool classes = detail::for_each_rank_class(
+      std::span<const detail::LayoutBoxes* const>(layouts), kMissingFormula,
+      [&](int64_t e, int64_t pos) -> detail::AxisValues {
+        const Range w = wanted.range(pos, e), h = held.range(pos, e);
+        return {w.size(), std::max<int64_t>(0, std::min(w.end, h.end) - std::max(w.begin, h.begin)), 0, 0, 0};
+      },
+      [&](std::span<const detail::AxisValues> v, int64_t ranks) {
+        int64_t box = 1, shared = 1;
+        for (const detail::AxisValues& a : v) box *= a[0], shared *= a[1];
+        missing.max = std::max(missing.max, box - shared);
+        missing.sum += (box - shared) * ranks;
+      });
+  return classes ? std::optional<Totals>(missing) : std::nullopt;
+}
 
 // The search's nodes are numbered: which placement (bit 0: the target's), then one digit per
 // mesh axis, the index of its Sbp among sbp_options. Each node's layout, boxes and shortfall are
@@ -145,7 +165,7 @@ class Search {
     Layout layout;
     std::optional<detail::LayoutBoxes> boxes = {};  // of layout, set once the node sits in nodes_
     std::vector<int64_t> shortfall = {};            // see shortfall(); empty until asked
-    std::optional<Shortfall> shortfall_totals = {};  // see shortfall_totals()
+    std::optional<Totals> shortfall_totals = {};     // bytes; see shortfall_totals()
     double cost = 0;
     bool reached = false, done = false;
     std::optional<Via> via = {};  // the edge that reached it
@@ -258,36 +278,29 @@ class Search {
     return at.shortfall;
   }
 
-  // The largest shortfall and their sum: from the rank classes of the node's and the target's
-  // layouts (rank_classes.hpp) where both are on the same ranks in the same order, without
-  // visiting every rank; else rank by rank.
-  const Shortfall& shortfall_totals(Node& at) {
+  // The largest shortfall and their sum, in bytes: from the rank classes of the node's and the
+  // target's layouts where both are on the same ranks in the same order (missing_elements),
+  // without visiting every rank; else rank by rank.
+  const Totals& shortfall_totals(Node& at) {
     if (at.shortfall_totals) return *at.shortfall_totals;
-    Shortfall totals;
-    detail::CacheKey key = key_of({&at.layout, &to_}, {});
-    const detail::LayoutBoxes &need = *node_at(target_).boxes, &held = *at.boxes;
-    const detail::LayoutBoxes* layouts[] = {&need, &held};
-    if (auto it = memo_.shortfalls.find(key); it != memo_.shortfalls.end()) {
-      totals = it->second;
-    } else if (!detail::for_each_rank_class(
-          std::span<const detail::LayoutBoxes* const>(layouts), kShortfallFormula,
-          [&](int64_t e, int64_t pos) -> detail::AxisValues {
-            const Range t = need.range(pos, e), h = held.range(pos, e);
-            return {t.size(), std::max<int64_t>(0, std::min(t.end, h.end) - std::max(t.begin, h.begin)), 0, 0, 0};
-          },
-          [&](std::span<const detail::AxisValues> v, int64_t ranks) {
-            int64_t needed = 1, kept = 1;
-            for (const detail::AxisValues& a : v) needed *= a[0], kept *= a[1];
-            const int64_t bytes = (needed - kept) * size_of(dtype_);
-            totals.max = std::max(totals.max, bytes);
-            totals.sum += bytes * ranks;
-          })) {
-      const std::vector<int64_t>& missing = shortfall(at);
-      totals.max = *std::max_element(missing.begin(), missing.end());
-      for (int64_t m : missing) totals.sum += m;
+    Totals totals;
+    if (std::optional<Totals> missing = missing_between(node_at(target_), at)) {
+      totals = {missing->max * size_of(dtype_), missing->sum * size_of(dtype_)};
+    } else {
+      const std::vector<int64_t>& bytes = shortfall(at);
+      totals.max = *std::max_element(bytes.begin(), bytes.end());
+      for (int64_t b : bytes) totals.sum += b;
     }
-    memo_.shortfalls.emplace(std::move(key), totals);
     return *(at.shortfall_totals = totals);
+  }
+
+  // missing_elements, remembered across the searches that share the memo.
+  std::optional<Totals> missing_between(const Node& wanted, const Node& held) {
+    detail::CacheKey key = key_of({&wanted.layout, &held.layout}, {});
+    if (auto it = memo_.missing.find(key); it != memo_.missing.end()) return it->second;
+    std::optional<Totals> missing = missing_elements(*wanted.boxes, *held.boxes);
+    if (missing) memo_.missing.emplace(std::move(key), *missing);
+    return missing;
   }
 
   // Between S/B layouts a plan receives exactly the lower bound iff every step lowers each
@@ -300,30 +313,9 @@ class Search {
     const detail::RankList& ranks = to_.placement.rank_list();
     if (&from.layout.placement.rank_list() == &ranks && &to.layout.placement.rank_list() == &ranks) {
       // No rank receives less than its shortfall falls (what it gains of its target box it
-      // either held or received), so the ranks' equalities hold together iff their sums do:
-      // one sum over the rank classes.
-      const detail::LayoutBoxes &old_boxes = *from.boxes, &new_boxes = *to.boxes;
-      const detail::LayoutBoxes* layouts[] = {&old_boxes, &new_boxes};
-      detail::CacheKey key = key_of({&from.layout, &to.layout}, {});
-      auto it = memo_.received.find(key);
-      if (it != memo_.received.end())
-        return it->second * size_of(dtype_) == shortfall_totals(from).sum - shortfall_totals(to).sum;
-      int64_t received = 0;
-      const bool classes = detail::for_each_rank_class(
-          std::span<const detail::LayoutBoxes* const>(layouts), kReceivedFormula,
-          [&](int64_t e, int64_t pos) -> detail::AxisValues {
-            const Range n = new_boxes.range(pos, e), o = old_boxes.range(pos, e);
-            return {n.size(), std::max<int64_t>(0, std::min(n.end, o.end) - std::max(n.begin, o.begin)), 0, 0, 0};
-          },
-          [&](std::span<const detail::AxisValues> v, int64_t ranks) {
-            int64_t gained = 1, kept = 1;
-            for (const detail::AxisValues& a : v) gained *= a[0], kept *= a[1];
-            received += (gained - kept) * ranks;
-          });
-      if (classes) {
-        memo_.received.emplace(std::move(key), received);
-        return received * size_of(dtype_) == shortfall_totals(from).sum - shortfall_totals(to).sum;
-      }
+      // either held or received), so the ranks' equalities hold together iff their sums do.
+      if (std::optional<Totals> received = missing_between(to, from))
+        return received->sum * size_of(dtype_) == shortfall_totals(from).sum - shortfall_totals(to).sum;
     }
     const std::vector<int64_t>& before = shortfall(from);
     const std::vector<int64_t>& after = shortfall(to);
