@@ -52,12 +52,6 @@ std::vector<Served> serve_piece(const StepView& step, int64_t piece) {
   return served;
 }
 
-// The busiest holder of a replicated piece, without serving it when every request for it has the
-// same size (the usual case): the least-loaded rule then deals the requests out in turn, so the
-// first holder takes ceil(requests / holders) of them. Otherwise serve_piece decides.
-struct Busiest {
-  int64_t elements = 0, messages = 0;
-};
 // Along one tensor axis: how many target pieces meet a source piece's range, and whether they
 // all take the same number of its elements (how many: part).
 struct AxisRequests {
@@ -66,6 +60,12 @@ struct AxisRequests {
 };
 using RequestMemo = std::vector<std::unordered_map<int64_t, AxisRequests>>;  // per tensor axis, by range begin
 
+// The busiest holder of a replicated piece, without serving it when every request for it has the
+// same size (the usual case): the least-loaded rule then deals the requests out in turn, so the
+// first holder takes ceil(requests / holders) of them. Otherwise serve_piece decides.
+struct Busiest {
+  int64_t elements = 0, messages = 0;
+};
 Busiest busiest_holder(const StepView& step, int64_t piece, RequestMemo& memo) {
   const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
   int64_t size = 1, requests = to.replicas();
@@ -154,16 +154,18 @@ class MeetingCounts {
   std::vector<std::vector<int64_t>> counts_;  // -1: not counted yet
 };
 
-// One rank's elements and messages sent and received, and messages received, by formula where
-// the source holds each piece once: the rank sends its piece to every value holder of the target
-// that needs part of it but itself, and each target element has to.replicas() such holders.
-struct Counts {
-  int64_t sent = 0, received = 0, sent_messages = 0, received_messages = 0;
-};
+// Pieces of the source meeting each target piece, and the reverse.
 struct Meetings {
   MeetingCounts sources_per_target, targets_per_source;
   explicit Meetings(const StepView& step)
       : sources_per_target(step.from_boxes, step.to_boxes), targets_per_source(step.to_boxes, step.from_boxes) {}
+};
+
+// One rank's elements sent and received and its messages of each, by formula where the source
+// holds each piece once: the rank sends its piece to every value holder of the target that needs
+// part of it but itself, and each target element has to.replicas() such holders.
+struct Counts {
+  int64_t sent = 0, received = 0, sent_messages = 0, received_messages = 0;
 };
 Counts counts_of(const StepView& step, const Roles& r, const std::vector<Served>* own_piece, Meetings& meetings) {
   const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
