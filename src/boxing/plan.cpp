@@ -37,12 +37,6 @@ std::string format_us(double us) {
   std::snprintf(buf, sizeof buf, "%.2f us", us);
   return buf;
 }
-int64_t sum_over_steps(const std::vector<Step>& steps, int64_t rank, int64_t RankTraffic::*field) {
-  int64_t total = 0;
-  for (const Step& s : steps) total += s.traffic_of(rank).*field;
-  return total;
-}
-
 // " r0 12/12 r1 12/12": every rank's bytes; past 16 ranks, runs of ranks with equal bytes as one
 // entry (" r1-r7 268435456/268435456"), so a plan on thousands of ranks prints in a few lines.
 std::string traffic_text(const std::vector<RankTraffic>& all) {
@@ -71,8 +65,16 @@ std::string Step::to_string() const {
   return s + "\n     predicted cost " + format_us(cost_us);
 }
 
-int64_t Plan::bytes_sent(int64_t rank) const { return sum_over_steps(steps, rank, &RankTraffic::bytes_sent); }
-int64_t Plan::bytes_received(int64_t rank) const { return sum_over_steps(steps, rank, &RankTraffic::bytes_received); }
+RankTraffic Plan::traffic_of(int64_t rank) const {
+  RankTraffic total{rank};
+  for (const Step& s : steps) {
+    const RankTraffic t = s.traffic_of(rank);
+    total.bytes_sent += t.bytes_sent;
+    total.bytes_received += t.bytes_received;
+    total.messages += t.messages;
+  }
+  return total;
+}
 
 namespace {
 int64_t layout_bytes(const Layout& l) {

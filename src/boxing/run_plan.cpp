@@ -32,7 +32,8 @@ StoragePtr run_plan(std::shared_ptr<const Plan> plan, StoragePtr local, Urgency 
     const Box box = box_of(plan->shape, plan->to, me);
     out = Storage::allocate_pending(box.numel() * size_of(plan->dtype), plan->to.placement.device_type());
   }
-  Instruction ins{"boxing", {}, {}, nullptr, std::max(plan->bytes_sent(me), plan->bytes_received(me))};
+  const RankTraffic traffic = plan->traffic_of(me);
+  Instruction ins{"boxing", {}, {}, nullptr, std::max(traffic.bytes_sent, traffic.bytes_received)};
   if (local) ins.reads.push_back(local);
   if (out) ins.writes.push_back(out);
   ins.run = [plan, local = std::move(local), out] {

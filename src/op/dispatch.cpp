@@ -24,7 +24,10 @@ OpenSpan trace_op(TraceRecorder& recorder, TraceClock::time_point begin, const R
     inputs.push_back(r.inputs[i].to_string() + " " + r.input_layouts[i].to_string());
   int64_t sent = 0, received = 0;
   for (const std::shared_ptr<const Plan>& plan : r.plans)
-    if (plan) sent += plan->bytes_sent(me), received += plan->bytes_received(me);
+    if (plan) {
+      const RankTraffic t = plan->traffic_of(me);
+      sent += t.bytes_sent, received += t.bytes_received;
+    }
   TraceSpan span{current_lane(), r.op, "op", begin, {}, {}};
   span.args = {{"inputs", std::move(inputs)},
                {"output", r.output.to_string() + " " + r.signature().output.to_string()},

@@ -67,8 +67,11 @@ struct Plan {
   // spaces it names the boxing among host buffers, and it is null when there is none (each rank
   // moves its own piece: nothing to compare).
   std::shared_ptr<const detail::OpIdentity> identity;
-  int64_t bytes_sent(int64_t rank) const;      // predicted, summed over steps
-  int64_t bytes_received(int64_t rank) const;
+  // One rank's predicted traffic summed over the steps (each computed from the rank's peers);
+  // bytes_sent and bytes_received are its fields, so a caller needing both asks once.
+  RankTraffic traffic_of(int64_t rank) const;
+  int64_t bytes_sent(int64_t rank) const { return traffic_of(rank).bytes_sent; }
+  int64_t bytes_received(int64_t rank) const { return traffic_of(rank).bytes_received; }
   // Whether some step calls the communicator (its primitive says so); a plan of local steps
   // needs no rendezvous, so the cross-rank check need not run before it.
   bool communicates() const;
