@@ -62,10 +62,6 @@ RankTraffic bytes_of(const AxisGroup& g, const StepView& step, const AxisTraffic
 // busiest rank of the step. Checked against every rank on the suites' cases
 // (test/unit/test_planner_scale.cpp).
 StepTraffic axis_step_traffic(const StepView& step, MemberTraffic member) {
-  if (step.from.placement.mesh()[step.mesh_axis] > 256) {  // see LayoutBoxes::index_positions
-    step.from_boxes.index_positions();
-    step.to_boxes.index_positions();
-  }
   AxisGroup g = group_at(step, 0, false);
   StepTraffic out;
   out.members = g.size();

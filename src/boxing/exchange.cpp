@@ -10,7 +10,7 @@
 // assigned so far (first in placement order on ties), which spreads the load over its copies;
 // that choice is made per piece, over the ranks that need that piece.
 #include <algorithm>
-#include <unordered_map>
+#include <optional>
 
 #include "primitive.hpp"
 #include "rank_classes.hpp"
@@ -55,10 +55,10 @@ std::vector<Served> serve_piece(const StepView& step, int64_t piece) {
 // Along one tensor axis: how many target pieces meet a source piece's range, and whether they
 // all take the same number of its elements (how many: part).
 struct AxisRequests {
-  int64_t pieces = 0, part = 0;
+  int64_t pieces = -1, part = 0;  // pieces -1: not found yet
   bool uniform = true;
 };
-using RequestMemo = std::vector<std::unordered_map<int64_t, AxisRequests>>;  // per tensor axis, by range begin
+using RequestMemo = std::vector<std::vector<AxisRequests>>;  // per tensor axis, per source piece number
 
 // The busiest holder of a replicated piece, without serving it when every request for it has the
 // same size (the usual case): the least-loaded rule then deals the requests out in turn, so the
@@ -66,16 +66,18 @@ using RequestMemo = std::vector<std::unordered_map<int64_t, AxisRequests>>;  // 
 struct Busiest {
   int64_t elements = 0, messages = 0;
 };
-Busiest busiest_holder(const StepView& step, int64_t piece, RequestMemo& memo) {
+// local_copies: how many holders of the piece need part of it themselves, when known.
+Busiest busiest_holder(const StepView& step, int64_t piece, RequestMemo& memo, std::optional<int64_t> local_copies) {
   const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
   int64_t size = 1, requests = to.replicas();
   bool uniform = true;
   std::vector<int64_t> along;
   for (int64_t e = 0; e < step.shape.ndim() && uniform; ++e) {
-    const Range range = from.range(piece, e);
-    auto [it, added] = memo[e].try_emplace(range.begin);
-    AxisRequests& a = it->second;
-    if (added) {  // the source's pieces along e partition it, so begin names the range
+    const int64_t leaf = from.leaf(piece, e);
+    if (memo[e].empty()) memo[e].resize(from.leaf_count(e));
+    AxisRequests& a = memo[e][leaf];
+    if (a.pieces < 0) {
+      const Range range = from.leaf_range(e, leaf);
       along.clear();
       to.pieces_meeting(e, range.begin, range.end, along);
       auto part = [&](int64_t leaf) {
@@ -90,8 +92,8 @@ Busiest busiest_holder(const StepView& step, int64_t piece, RequestMemo& memo) {
     size *= a.part;
     uniform = a.uniform;
   }
-  const std::vector<int64_t> holders = from.holders(piece, false);
   if (!uniform) {
+    const std::vector<int64_t> holders = from.holders(piece, false);
     Busiest b;
     std::vector<int64_t> sent(holders.size(), 0), messages(holders.size(), 0);
     for (const Served& s : serve_piece(step, piece)) {
@@ -102,11 +104,16 @@ Busiest busiest_holder(const StepView& step, int64_t piece, RequestMemo& memo) {
     return b;
   }
   // Holders that are value holders of the target and need part of the piece copy it locally.
-  for (int64_t h : holders) {
-    const int64_t d = to.placement().position(from.placement().ranks()[h]);
-    if (d >= 0 && to.holds_value(d) && to.overlap(d, from, piece) > 0) --requests;
+  const int64_t k = from.replicas();  // its holders (a source of the exchange has no partial axis)
+  if (local_copies) {
+    requests -= *local_copies;
+  } else {
+    from.for_each_holder(piece, false, [&](int64_t h) {
+      const int64_t d = to.placement().position(from.placement().ranks()[h]);
+      if (d >= 0 && to.holds_value(d) && to.overlap(d, from, piece) > 0) --requests;
+    });
   }
-  const int64_t k = static_cast<int64_t>(holders.size()), turns = (requests + k - 1) / k;
+  const int64_t turns = (requests + k - 1) / k;
   return {turns * size, turns};
 }
 
@@ -138,12 +145,14 @@ class MeetingCounts {
     return n;
   }
   // Along tensor axis e alone.
-  int64_t along(int64_t e, int64_t pos) {
+  int64_t along(int64_t e, int64_t pos) { return along_piece(e, boxes_->leaf(pos, e)); }
+  // For the piece numbered leaf along e.
+  int64_t along_piece(int64_t e, int64_t leaf) {
     std::vector<int64_t>& counts = counts_[e];
     if (counts.empty()) counts.assign(boxes_->leaf_count(e), -1);
-    int64_t& c = counts[boxes_->leaf(pos, e)];
+    int64_t& c = counts[leaf];
     if (c < 0) {
-      const Range r = boxes_->range(pos, e);
+      const Range r = boxes_->leaf_range(e, leaf);
       c = of_->count_pieces_meeting(e, r.begin, r.end);
     }
     return c;
@@ -194,7 +203,8 @@ int64_t rounds(int64_t, int64_t max_messages) { return max_messages; }
 // counts_of's figures over the rank classes of the two layouts (rank_classes.hpp) instead of
 // every rank, when both are on the same ranks in the same order (false otherwise): per tensor
 // axis, a rank's source and target piece sizes, what they share, and how many pieces of each
-// meet the other. For a target that every rank holds the value of (no partial axis).
+// meet the other. A rank that does not hold the target's value (a partial target's ranks off
+// coordinate 0) only sends.
 constexpr int64_t kExchangeFormula = 3;  // for_each_rank_class's name for the values below
 bool busiest_by_classes(const StepView& step, bool replicated, StepTraffic& out) {
   const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
@@ -203,21 +213,26 @@ bool busiest_by_classes(const StepView& step, bool replicated, StepTraffic& out)
   const LayoutBoxes* layouts[] = {&from, &to};
   return for_each_rank_class(
       std::span<const LayoutBoxes* const>(layouts), kExchangeFormula,
-      [&](int64_t e, int64_t pos) -> AxisValues {
-        const Range x = from.range(pos, e), y = to.range(pos, e);
+      [&](int64_t e, std::span<const int64_t> pieces) -> AxisValues {
+        const Range x = from.leaf_range(e, pieces[0]), y = to.leaf_range(e, pieces[1]);
         return {x.size(), y.size(), std::max<int64_t>(0, std::min(x.end, y.end) - std::max(x.begin, y.begin)),
-                meetings.sources_per_target.along(e, pos), meetings.targets_per_source.along(e, pos)};
+                meetings.sources_per_target.along_piece(e, pieces[1]),
+                meetings.targets_per_source.along_piece(e, pieces[0])};
       },
-      [&](std::span<const AxisValues> v, int64_t) {
+      [&](std::span<const AxisValues> v, int64_t ranks, int64_t value_holders) {
         int64_t held = 1, needed = 1, shared = 1, sources = 1, targets = 1;
         for (const AxisValues& a : v) held *= a[0], needed *= a[1], shared *= a[2], sources *= a[3], targets *= a[4];
-        const int64_t kept = needed > 0 ? shared : 0;
-        Counts c;
-        if (needed > 0) c.received = needed - kept, c.received_messages = sources - (kept > 0 ? 1 : 0);
-        if (!replicated && held > 0)
-          c.sent = replicas * held - kept, c.sent_messages = replicas * targets - (kept > 0 ? 1 : 0);
-        out.max_bytes = std::max({out.max_bytes, c.sent * elem, c.received * elem});
-        out.max_messages = std::max({out.max_messages, c.sent_messages, c.received_messages});
+        auto account = [&](bool receives) {
+          const int64_t kept = receives ? shared : 0;
+          Counts c;
+          if (receives) c.received = needed - kept, c.received_messages = sources - (kept > 0 ? 1 : 0);
+          if (!replicated && held > 0)
+            c.sent = replicas * held - kept, c.sent_messages = replicas * targets - (kept > 0 ? 1 : 0);
+          out.max_bytes = std::max({out.max_bytes, c.sent * elem, c.received * elem});
+          out.max_messages = std::max({out.max_messages, c.sent_messages, c.received_messages});
+        };
+        if (value_holders > 0) account(needed > 0);
+        if (value_holders < ranks) account(false);
       });
 }
 
@@ -229,16 +244,38 @@ StepTraffic exchange_traffic(const StepView& step) {
   const bool replicated = from.replicas() > 1;
   StepTraffic out;
   RequestMemo memo(replicated ? step.shape.ndim() : 0);
-  if (replicated)
-    for (int64_t pos = 0; pos < from.size(); ++pos) {
-      if (from.piece_offset(pos) != pos || from.numel(pos) == 0) continue;  // once per non-empty piece
-      const Busiest b = busiest_holder(step, pos, memo);
+  if (replicated) {
+    // Where both layouts are on the same ranks, the local copies of every piece in one pass over
+    // the ranks (its holders are all of them), each piece named by its numbers along the axes.
+    const LayoutBoxes* layouts[] = {&from, &to};
+    auto piece_id = [&](auto&& number) {
+      int64_t id = 0;
+      for (int64_t e = 0; e < step.shape.ndim(); ++e) id = id * from.leaf_count(e) + number(e);
+      return id;
+    };
+    int64_t pieces = 1;
+    for (int64_t e = 0; e < step.shape.ndim(); ++e) pieces *= from.leaf_count(e);
+    std::vector<int64_t> local(pieces, 0);
+    const bool counted = for_each_rank(std::span<const LayoutBoxes* const>(layouts), [&](const PieceOdometer& at) {
+      if (!at.holds_values()) return;
+      for (int64_t e = 0; e < step.shape.ndim(); ++e) {
+        const Range x = from.leaf_range(e, at.pieces(e)[0]), y = to.leaf_range(e, at.pieces(e)[1]);
+        if (std::min(x.end, y.end) <= std::max(x.begin, y.begin)) return;
+      }
+      ++local[piece_id([&](int64_t e) { return at.pieces(e)[0]; })];
+    });
+    from.for_each_piece([&](int64_t piece) {
+      if (from.numel(piece) == 0) return;
+      std::optional<int64_t> copies;
+      if (counted) copies = local[piece_id([&](int64_t e) { return from.leaf(piece, e); })];
+      const Busiest b = busiest_holder(step, piece, memo, copies);
       out.max_bytes = std::max(out.max_bytes, b.elements * elem);
       out.max_messages = std::max(out.max_messages, b.messages);
-    }
+    });
+  }
   out.members = from.size();
   out.max_local = to.numel(0) * elem;  // self copies and receipts fill each target box: the first is the largest
-  if (!to.layout().nd_sbp.has_partial() && busiest_by_classes(step, replicated, out)) return out;
+  if (busiest_by_classes(step, replicated, out)) return out;
   from.index_positions();
   to.index_positions();
   Meetings meetings(step);

@@ -59,6 +59,11 @@ void LayoutBoxes::pieces_meeting(int64_t e, int64_t begin, int64_t end, std::vec
 }
 
 int64_t LayoutBoxes::count_pieces_meeting(int64_t e, int64_t begin, int64_t end) const {
+  if (const int64_t u = uniform_[e]; u > 0) {
+    begin = std::max<int64_t>(begin, 0);
+    end = std::min(end, (*shape_)[e]);
+    return begin < end ? (end - 1) / u - begin / u + 1 : 0;
+  }
   if (counted_.empty()) counted_.resize(shape_->ndim());
   auto [it, added] = counted_[e].try_emplace(begin, end, 0);
   if (added || it->second.first != end) it->second = {end, leaves_meeting(Range{0, (*shape_)[e]}, parts_[e], begin, end)};
@@ -97,17 +102,8 @@ std::vector<int64_t> LayoutBoxes::pieces_meeting(const Box& box) const {
 }
 
 std::vector<int64_t> LayoutBoxes::holders(int64_t piece, bool value_only) const {
-  const Shape& mesh = layout_->placement.mesh();
-  std::vector<int64_t> out = {piece}, next;
-  for (int64_t a = 0; a < mesh.ndim(); ++a) {
-    const Sbp& s = layout_->nd_sbp[a];
-    if (s.is_split() || (value_only && s.is_partial())) continue;
-    next.clear();
-    for (int64_t h : out)
-      for (int64_t k = 0; k < mesh[a]; ++k) next.push_back(h + k * stride_[a]);
-    out.swap(next);
-  }
-  std::sort(out.begin(), out.end());
+  std::vector<int64_t> out;
+  for_each_holder(piece, value_only, [&](int64_t pos) { out.push_back(pos); });
   return out;
 }
 

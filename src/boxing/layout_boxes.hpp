@@ -32,10 +32,20 @@ class LayoutBoxes {
         has_partial_ = has_partial_ || s.is_partial();
       }
     }
-    // Each tensor axis's pieces, numbered by the coordinates of the axes that split it: a
-    // range is then one lookup (the planner asks for millions at 16,384 ranks).
+    // Each tensor axis's pieces, numbered by the coordinates of the axes that split it: equal
+    // ones (the extent divides evenly) by arithmetic, others listed once, so that a range is one
+    // lookup (the planner asks for millions at 16,384 ranks).
     leaves_.resize(shape.ndim());
+    uniform_.assign(shape.ndim(), 0);
+    leaf_count_.assign(shape.ndim(), 1);
     for (int64_t e = 0; e < shape.ndim(); ++e) {
+      for (int64_t parts : parts_[e]) leaf_count_[e] *= parts;
+      if (shape[e] > 0 && shape[e] % leaf_count_[e] == 0) {
+        uniform_[e] = shape[e] / leaf_count_[e];
+        numel_ = numel_ >= 0 ? numel_ * uniform_[e] : -1;
+        continue;
+      }
+      numel_ = -1;
       std::vector<Range>& leaves = leaves_[e];
       leaves = {Range{0, shape[e]}};
       for (int64_t parts : parts_[e]) {
@@ -66,9 +76,12 @@ class LayoutBoxes {
     for (size_t i = 0; i < splits_[e].size(); ++i) leaf = leaf * parts_[e][i] + coord(pos, splits_[e][i]);
     return leaf;
   }
-  Range range(int64_t pos, int64_t e) const { return leaves_[e][leaf(pos, e)]; }
-  int64_t leaf_count(int64_t e) const { return static_cast<int64_t>(leaves_[e].size()); }
-  Range leaf_range(int64_t e, int64_t leaf) const { return leaves_[e][leaf]; }
+  Range range(int64_t pos, int64_t e) const { return leaf_range(e, leaf(pos, e)); }
+  int64_t leaf_count(int64_t e) const { return leaf_count_[e]; }
+  Range leaf_range(int64_t e, int64_t leaf) const {
+    const int64_t u = uniform_[e];
+    return u > 0 ? Range{leaf * u, leaf * u + u} : leaves_[e][leaf];
+  }
   // Numbers every rank's piece along every tensor axis once (O(ranks), no division), for a
   // caller about to visit every rank: range() is then two loads.
   void index_positions() const;
@@ -82,6 +95,7 @@ class LayoutBoxes {
     return b;
   }
   int64_t numel(int64_t pos) const {
+    if (numel_ >= 0) return numel_;
     int64_t n = 1;
     for (int64_t e = 0; e < shape_->ndim() && n > 0; ++e) n *= range(pos, e).size();
     return n;
@@ -114,22 +128,49 @@ class LayoutBoxes {
   // [begin, end): the parts of the split boundaries that meet it, level by level, so the cost is
   // the number found, not the number of pieces.
   void pieces_meeting(int64_t e, int64_t begin, int64_t end, std::vector<int64_t>& offsets) const;
-  // How many that would add, by arithmetic (two partly covered parts per level at most);
-  // remembered per range, since the ranks asking share few distinct ranges.
+  // How many that would add, by arithmetic: a division where the pieces along e are equal, else
+  // two partly covered parts per level at most, remembered per range (the ranks asking share few
+  // distinct ranges).
   int64_t count_pieces_meeting(int64_t e, int64_t begin, int64_t end) const;
   // The positions of the non-empty pieces meeting box, offsets of pieces (in position order);
   // then every holder of each: with value_only, the ranks of a partial layout that hold its
   // value (coordinate 0 of its partial axes), else all.
   std::vector<int64_t> pieces_meeting(const Box& box) const;
   std::vector<int64_t> holders(int64_t piece, bool value_only) const;
+  // Calls fn(position) for each of them, in position order, without allocating.
+  template <class Fn>
+  void for_each_holder(int64_t piece, bool value_only, Fn&& fn) const {
+    walk(piece, [&](const Sbp& s) { return !s.is_split() && !(value_only && s.is_partial()); }, fn);
+  }
+  // Calls fn(offset) for each piece (piece_offset), in position order.
+  template <class Fn>
+  void for_each_piece(Fn&& fn) const {
+    walk(0, [](const Sbp& s) { return s.is_split(); }, fn);
+  }
 
  private:
+  // fn(position) for every position that differs from start only along the mesh axes whose
+  // Sbp `moves` accepts.
+  template <class Moves, class Fn>
+  void walk(int64_t start, Moves&& moves, Fn&& fn) const {
+    const Shape& mesh = layout_->placement.mesh();
+    auto visit = [&](auto& self, int64_t a, int64_t pos) -> void {
+      if (a == mesh.ndim()) return fn(pos);
+      if (!moves(layout_->nd_sbp[a])) return self(self, a + 1, pos);
+      for (int64_t k = 0; k < mesh[a]; ++k) self(self, a + 1, pos + k * stride_[a]);
+    };
+    visit(visit, 0, start);
+  }
+
   const Shape* shape_;
   const Layout* layout_;
   std::vector<int64_t> stride_;                 // positions between neighbours along each mesh axis
   std::vector<std::vector<int64_t>> splits_;    // per tensor axis
   std::vector<std::vector<int64_t>> parts_;     // the sizes of those mesh axes
-  std::vector<std::vector<Range>> leaves_;      // per tensor axis, its pieces in coordinate order
+  std::vector<std::vector<Range>> leaves_;      // per tensor axis, its pieces in coordinate order (unless uniform)
+  std::vector<int64_t> uniform_;                // per tensor axis, the pieces' size if all equal, else 0
+  std::vector<int64_t> leaf_count_;             // per tensor axis, its pieces
+  int64_t numel_ = 1;                           // every box's elements when all axes are uniform, else -1
   mutable std::vector<std::vector<int32_t>> leaf_of_;  // per tensor axis, per position; see index_positions
   // count_pieces_meeting's answers per tensor axis: begin -> (end, count).
   mutable std::vector<std::unordered_map<int64_t, std::pair<int64_t, int64_t>>> counted_;

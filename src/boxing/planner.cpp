@@ -97,11 +97,11 @@ std::optional<Totals> missing_elements(const detail::LayoutBoxes& wanted, const 
   Totals missing;
   const bool classes = detail::for_each_rank_class(
       std::span<const detail::LayoutBoxes* const>(layouts), kMissingFormula,
-      [&](int64_t e, int64_t pos) -> detail::AxisValues {
-        const Range w = wanted.range(pos, e), h = held.range(pos, e);
+      [&](int64_t e, std::span<const int64_t> pieces) -> detail::AxisValues {
+        const Range w = wanted.leaf_range(e, pieces[0]), h = held.leaf_range(e, pieces[1]);
         return {w.size(), std::max<int64_t>(0, std::min(w.end, h.end) - std::max(w.begin, h.begin)), 0, 0, 0};
       },
-      [&](std::span<const detail::AxisValues> v, int64_t ranks) {
+      [&](std::span<const detail::AxisValues> v, int64_t ranks, int64_t) {
         int64_t box = 1, shared = 1;
         for (const detail::AxisValues& a : v) box *= a[0], shared *= a[1];
         missing.max = std::max(missing.max, box - shared);

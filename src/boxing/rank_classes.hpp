@@ -22,19 +22,30 @@ namespace spsd::detail {
 // What a formula reads of one rank along one tensor axis (its meaning is the caller's).
 using AxisValues = std::array<int64_t, 5>;
 
-// The classes of the ranks of the layouts' common placement: calls
-// visit(values, count) once per class, values[e] the class's AxisValues along tensor axis e and
-// count its ranks. axis_values(e, pos) computes them for the rank at position pos; it is asked
-// only for positions whose coordinates off the tensor axis's group are 0, and must depend on
-// the layouts only through how they split tensor axis e (which mesh axes, in which order):
-// a group's distinct values are then remembered under `formula` (the caller's name for
-// axis_values) and that split, and reused by any later call that splits the group's tensor
-// axes the same way, whatever the layouts' other axes do.
+// The classes of the ranks of the layouts' common placement: calls visit(values, ranks,
+// value_holders) once per class, values[e] the class's AxisValues along tensor axis e, ranks
+// its ranks and value_holders how many of them hold the value of every layout (coordinate 0
+// along each partial mesh axis; all of them without partial axes). axis_values(e, pieces)
+// computes them from the numbers of the rank's pieces along e, pieces[l] in layouts[l]
+// (LayoutBoxes::leaf), so the values depend on the layouts only through how they split e; a
+// group's distinct values are remembered under `formula` (the caller's name for axis_values) and
+// that split, and reused by any later call that splits the group's tensor axes the same way,
+// whatever the layouts' other axes do. The walk counts the pieces up along the coordinates, so a
+// group of n ranks costs n steps of a few additions and one axis_values per tensor axis whose
+// pieces changed, with no division and no per-rank table.
 // The layouts may be on different meshes of the same ranks in the same order, when their
 // meshes refine to one (see Refinement); otherwise this returns false and visits nothing.
 template <class AxisFn, class Visit>
 bool for_each_rank_class(std::span<const LayoutBoxes* const> layouts, int64_t formula, AxisFn&& axis_values,
                          Visit&& visit);
+
+// Every rank of the layouts' common placement, in position order, for a formula that needs each
+// one (a sum per piece, say): calls fn(odometer) with a PieceOdometer (rank_classes_impl.hpp)
+// whose pieces(e)[l] is the rank's piece along tensor axis e in layouts[l] and holds_values()
+// whether it holds the value of every layout. A few additions per rank, no division. Returns
+// false, calling nothing, where for_each_rank_class would.
+template <class Fn>
+bool for_each_rank(std::span<const LayoutBoxes* const> layouts, Fn&& fn);
 
 }  // namespace spsd::detail
 
