@@ -9,14 +9,25 @@
 
 namespace spsd::detail {
 
-// A group's distinct values: (concatenated AxisValues, ranks).
+// A group's distinct values: (concatenated AxisValues, then the value-holder flag if the group
+// has partial axes; ranks).
 using GroupValues = std::vector<std::pair<std::vector<int64_t>, int64_t>>;
 
-// Remembered group values by (formula, how the layouts split the group's tensor axes); per
-// thread, since simulated ranks plan on threads of their own. Bounded: emptied when a call
-// starts with it full (never during one, which holds pointers into it).
-inline std::map<std::vector<int64_t>, GroupValues>& remembered_groups() {
-  thread_local std::map<std::vector<int64_t>, GroupValues> memo;
+// One tensor axis's value at every coordinate of the group axes that split it (position order):
+// the distinct values, and each coordinate's number among them.
+struct AxisValueMap {
+  std::vector<AxisValues> values;
+  std::vector<int64_t> ranks;  // per value, the coordinates that have it
+  std::vector<int32_t> at;
+};
+struct RememberedClasses {
+  std::map<std::vector<int64_t>, GroupValues> groups;
+  std::map<std::vector<int64_t>, AxisValueMap> values;
+  size_t numbers = 0;  // entries of the maps' `at` vectors, which may be as long as the world
+};
+inline RememberedClasses& remembered_classes() {
+  thread_local RememberedClasses memo;
+  if (memo.groups.size() + memo.values.size() >= 4096 || memo.numbers >= (1 << 24)) memo = {};
   return memo;
 }
 
@@ -92,16 +103,19 @@ class Numbered {
     return recent = it->second;
   }
   const T& item(size_t k) const { return items_[k]; }
+  size_t size() const { return items_.size(); }
 
  private:
   static size_t hash(const T& item) {
     uint64_t h = 0;
     auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 0x9E3779B97F4A7C15ull; };
-    if constexpr (std::is_same_v<T, AxisValues>) {
-      for (int64_t v : item) mix(v);
-    } else {
+    if constexpr (std::is_same_v<T, std::pair<int64_t, int64_t>>) {
       mix(item.first);
       mix(item.second);
+    } else if constexpr (std::is_same_v<T, std::vector<std::pair<int64_t, int64_t>>>) {
+      for (const auto& [a, b] : item) mix(a), mix(b);
+    } else {
+      for (int64_t v : item) mix(v);
     }
     return static_cast<size_t>(h >> 32);
   }
@@ -125,39 +139,24 @@ class Numbered {
   }
 };
 
-// The layouts' pieces counted up along some refinement axes (the others at 0) like an odometer:
-// piece(e, l) is the number of layout l's piece along tensor axis e (LayoutBoxes::leaf) at the
-// current coordinates, and a step adds fixed weights, so a visit costs a few additions and no
-// division. Visits are in position order.
-class PieceOdometer {
+// Mixed-radix coordinates counted up like an odometer (the last axis fastest, so in position
+// order when the axes are refinement axes in order), carrying slots that move by fixed weights
+// per coordinate step: a visit costs a few additions and no division. Slots are grouped; a
+// group is stale once one of its slots moved, until cleared. holds_values(): whether every
+// marked axis is at 0 (partial axes: the rank holds the value).
+class Odometer {
  public:
-  PieceOdometer(const Refinement& r, std::span<const LayoutBoxes* const> layouts, const std::vector<int64_t>& walked,
-                const std::vector<char>& marked)
-      : count_(layouts.size()), pieces_(layouts.front()->shape().ndim() * layouts.size(), 0),
-        stale_(layouts.front()->shape().ndim(), 1) {
-    for (int64_t x : walked) axes_.push_back({r.dims[x], marked[x] != 0});
-    std::vector<std::vector<Weight>> per_axis(walked.size());
-    for (int64_t e = 0; e < layouts.front()->shape().ndim(); ++e)
-      for (size_t l = 0; l < count_; ++l) {
-        const std::vector<int64_t> digits = refined_split_axes(r, *layouts[l], l, e);
-        int64_t weight = 1;
-        for (size_t k = digits.size(); k-- > 0; weight *= r.dims[digits[k]]) {
-          const size_t j = std::find(walked.begin(), walked.end(), digits[k]) - walked.begin();
-          if (j < walked.size()) per_axis[j].push_back({e * count_ + l, static_cast<size_t>(e), weight});
-        }
-      }
-    for (size_t j = 0; j < walked.size(); ++j) {
-      axes_[j].first = weights_.size();
-      weights_.insert(weights_.end(), per_axis[j].begin(), per_axis[j].end());
-      axes_[j].last = weights_.size();
-    }
+  Odometer(const std::vector<int64_t>& dims, const std::vector<char>& marked, size_t slots, size_t groups)
+      : slots_(slots, 0), stale_(groups, 1), weights_(dims.size()) {
+    for (size_t j = 0; j < dims.size(); ++j) axes_.push_back({dims[j], marked[j] != 0});
   }
-  // The pieces of every layout along tensor axis e.
-  std::span<const int64_t> pieces(int64_t e) const { return std::span<const int64_t>(pieces_).subspan(e * count_, count_); }
-  // Whether e's pieces changed since the last clear_stale(e) (all are at first).
-  bool stale(int64_t e) const { return stale_[e] != 0; }
-  void clear_stale(int64_t e) { stale_[e] = 0; }
-  // Whether the rank holds the value of every layout: at 0 along each partial axis.
+  // Slot `slot` (in group `group`) moves by weight per step along axis j.
+  void add_weight(size_t j, size_t slot, size_t group, int64_t weight) { weights_[j].push_back({slot, group, weight}); }
+  int64_t slot(size_t k) const { return slots_[k]; }
+  std::span<const int64_t> slots(size_t first, size_t n) const { return std::span<const int64_t>(slots_).subspan(first, n); }
+  bool stale(size_t group) const { return stale_[group] != 0; }
+  void clear_stale(size_t group) { stale_[group] = 0; }
+  int64_t coord(size_t j) const { return axes_[j].coord; }
   bool holds_values() const { return off_zero_ == 0; }
   // To the next coordinates; false after the last.
   bool next() {
@@ -165,11 +164,11 @@ class PieceOdometer {
       Axis& a = axes_[j];
       const bool wraps = ++a.coord == a.dim;
       const int64_t steps = wraps ? 1 - a.dim : 1;
-      for (size_t w = a.first; w < a.last; ++w) {
-        pieces_[weights_[w].slot] += steps * weights_[w].weight;
-        stale_[weights_[w].axis] = 1;
+      for (const Weight& w : weights_[j]) {
+        slots_[w.slot] += steps * w.weight;
+        stale_[w.group] = 1;
       }
-      if (a.marked) off_zero_ += wraps ? -1 : a.coord == 1 ? 1 : 0;  // refined axes have 2+ coordinates
+      if (a.marked && a.dim > 1) off_zero_ += wraps ? -1 : a.coord == 1 ? 1 : 0;
       if (!wraps) return true;
       a.coord = 0;
     }
@@ -181,18 +180,52 @@ class PieceOdometer {
     int64_t dim;
     bool marked;
     int64_t coord = 0;
-    size_t first = 0, last = 0;  // its weights
   };
   struct Weight {
-    size_t slot, axis;  // the piece it moves, and that piece's tensor axis
-    int64_t weight;     // pieces per coordinate step
+    size_t slot, group;
+    int64_t weight;
   };
-  size_t count_;
-  std::vector<int64_t> pieces_;
+  std::vector<int64_t> slots_;
   std::vector<char> stale_;
   std::vector<Axis> axes_;
-  std::vector<Weight> weights_;
-  int64_t off_zero_ = 0;  // walked partial axes at a coordinate other than 0
+  std::vector<std::vector<Weight>> weights_;  // per axis
+  int64_t off_zero_ = 0;                      // marked axes at a coordinate other than 0
+};
+
+// An Odometer over some refinement axes (walked, in order; the others at 0) whose slots are the
+// layouts' pieces: pieces(e)[l] is the number of layout l's piece along tensor axis e
+// (LayoutBoxes::leaf), stale(e) whether e's pieces moved.
+class PieceOdometer : public Odometer {
+ public:
+  PieceOdometer(const Refinement& r, std::span<const LayoutBoxes* const> layouts, const std::vector<int64_t>& walked,
+                const std::vector<char>& marked)
+      : Odometer(dims_of(r, walked), marked_of(marked, walked), layouts.front()->shape().ndim() * layouts.size(),
+                 layouts.front()->shape().ndim()),
+        count_(layouts.size()) {
+    for (int64_t e = 0; e < layouts.front()->shape().ndim(); ++e)
+      for (size_t l = 0; l < count_; ++l) {
+        const std::vector<int64_t> digits = refined_split_axes(r, *layouts[l], l, e);
+        int64_t weight = 1;
+        for (size_t k = digits.size(); k-- > 0; weight *= r.dims[digits[k]]) {
+          const size_t j = std::find(walked.begin(), walked.end(), digits[k]) - walked.begin();
+          if (j < walked.size()) add_weight(j, e * count_ + l, static_cast<size_t>(e), weight);
+        }
+      }
+  }
+  std::span<const int64_t> pieces(int64_t e) const { return slots(e * count_, count_); }
+
+ private:
+  static std::vector<int64_t> dims_of(const Refinement& r, const std::vector<int64_t>& walked) {
+    std::vector<int64_t> dims;
+    for (int64_t x : walked) dims.push_back(r.dims[x]);
+    return dims;
+  }
+  static std::vector<char> marked_of(const std::vector<char>& marked, const std::vector<int64_t>& walked) {
+    std::vector<char> out;
+    for (int64_t x : walked) out.push_back(marked[x]);
+    return out;
+  }
+  size_t count_;
 };
 
 template <class Fn>
@@ -202,9 +235,52 @@ bool for_each_rank(std::span<const LayoutBoxes* const> layouts, Fn&& fn) {
   std::vector<int64_t> all(refined->dims.size());
   std::iota(all.begin(), all.end(), 0);
   PieceOdometer odometer(*refined, layouts, all, refined_partial_axes(*refined, layouts));
-  do fn(odometer);
+  do fn(std::as_const(odometer));
   while (odometer.next());
   return true;
+}
+
+// How the layouts split tensor axis e, among the refinement axes `axes`: its extent, then per
+// layout the mesh axes that split it, each as (index of its first refinement axis in `axes`,
+// how many it spans).
+inline void describe_split(std::vector<int64_t>& key, const Refinement& r, std::span<const LayoutBoxes* const> layouts,
+                           int64_t e, const std::vector<int64_t>& axes) {
+  key.push_back(layouts.front()->shape()[e]);
+  for (size_t l = 0; l < layouts.size(); ++l) {
+    key.push_back(static_cast<int64_t>(layouts[l]->splits(e).size()));
+    for (int64_t a : layouts[l]->splits(e)) {
+      const auto [first, last] = r.spans[l][a];
+      key.push_back(std::find(axes.begin(), axes.end(), first) - axes.begin());
+      key.push_back(last - first);
+    }
+  }
+}
+
+// The AxisValueMap of tensor axis e over the refinement axes `axes` (those splitting e, in
+// order); remembered under `key`: the formula, the axes' sizes and e's split among them, which
+// is all the values depend on. The only place a formula is evaluated: once per piece change.
+template <class AxisFn>
+const AxisValueMap& axis_value_map(RememberedClasses& remembered, const std::vector<int64_t>& key, const Refinement& r,
+                                   std::span<const LayoutBoxes* const> layouts, AxisFn& axis_values, int64_t e,
+                                   const std::vector<int64_t>& axes) {
+  auto [found, added] = remembered.values.try_emplace(key);
+  AxisValueMap& out = found->second;
+  if (!added) return out;
+  Numbered<AxisValues> numbers;
+  PieceOdometer odometer(r, layouts, axes, std::vector<char>(r.dims.size(), 0));
+  int64_t value = -1;
+  do {
+    if (odometer.stale(e)) {
+      odometer.clear_stale(e);
+      value = numbers.number(axis_values(e, odometer.pieces(e)), value);
+    }
+    out.at.push_back(static_cast<int32_t>(value));
+  } while (odometer.next());
+  for (size_t k = 0; k < numbers.size(); ++k) out.values.push_back(numbers.item(k));
+  out.ranks.assign(out.values.size(), 0);
+  for (int32_t v : out.at) ++out.ranks[v];
+  remembered.numbers += out.at.size();
+  return out;
 }
 
 template <class AxisFn, class Visit>
@@ -212,11 +288,9 @@ bool for_each_rank_class(std::span<const LayoutBoxes* const> layouts, int64_t fo
                          Visit&& visit) {
   const std::optional<Refinement> refined = refine(layouts);
   if (!refined) return false;
-  std::map<std::vector<int64_t>, GroupValues>& remembered = remembered_groups();
-  if (remembered.size() >= 4096) remembered.clear();
+  RememberedClasses& remembered = remembered_classes();
   const std::vector<int64_t>& mesh = refined->dims;
   const int64_t ndim = layouts.front()->shape().ndim(), axes = static_cast<int64_t>(mesh.size());
-  const size_t count = layouts.size();
   auto split_axes = [&](size_t l, int64_t e) { return refined_split_axes(*refined, *layouts[l], l, e); };
   const std::vector<char> marked = refined_partial_axes(*refined, layouts);
   // Mesh axes joined through the tensor axes they split, in any layout (union-find).
@@ -227,20 +301,21 @@ bool for_each_rank_class(std::span<const LayoutBoxes* const> layouts, int64_t fo
     return a;
   };
   std::vector<int64_t> anchor(ndim, -1);  // one mesh axis splitting tensor axis e, or -1
-  std::vector<bool> splits_any(axes, false);
-  for (size_t l = 0; l < count; ++l)
+  std::vector<std::vector<char>> splits(ndim, std::vector<char>(axes, 0));  // splits[e][a]: a splits e somewhere
+  std::vector<char> splits_any(axes, 0);
+  for (size_t l = 0; l < layouts.size(); ++l)
     for (int64_t e = 0; e < ndim; ++e)
       for (int64_t a : split_axes(l, e)) {
         if (anchor[e] < 0) anchor[e] = a;
         root[find(a)] = find(anchor[e]);
-        splits_any[a] = true;
+        splits[e][a] = splits_any[a] = 1;
       }
   // The groups: their mesh axes and tensor axes. Tensor axes that no layout splits form one
   // group without mesh axes; mesh axes that split nothing only multiply the counts.
   struct Group {
     std::vector<int64_t> mesh_axes, tensor_axes;
-    bool has_marked = false;                       // its values end with the value-holder flag
-    GroupValues* distinct = nullptr;  // remembered_group's entry
+    bool has_marked = false;          // its values end with the value-holder flag
+    GroupValues* distinct = nullptr;  // remembered_classes().groups's entry
   };
   std::vector<Group> groups(1);  // groups[0]: the unsplit tensor axes
   std::vector<int64_t> group_of_root(axes, -1);
@@ -261,60 +336,69 @@ bool for_each_rank_class(std::span<const LayoutBoxes* const> layouts, int64_t fo
   }
   for (int64_t e = 0; e < ndim; ++e) groups[anchor[e] < 0 ? 0 : group_of_root[find(anchor[e])]].tensor_axes.push_back(e);
   constexpr size_t kWidth = std::tuple_size_v<AxisValues>;
-  // Each group's coordinates, the others at 0, folded into distinct values.
   for (Group& g : groups) {
-    const size_t width = g.mesh_axes.size();
-    auto at_in_group = [&](int64_t r) { return static_cast<size_t>(std::find(g.mesh_axes.begin(), g.mesh_axes.end(), r) - g.mesh_axes.begin()); };
-    // The group's split: its mesh axes' sizes and which hold value holders at 0, and per tensor
-    // axis its extent and, per layout, the positions among the group's mesh axes of those that
-    // split it.
-    std::vector<int64_t> split = {formula, static_cast<int64_t>(width)};
-    for (int64_t a : g.mesh_axes) split.push_back(mesh[a] * 2 + (marked[a] ? 1 : 0));
-    for (int64_t e : g.tensor_axes) {
-      split.push_back(layouts.front()->shape()[e]);
-      for (size_t l = 0; l < count; ++l) {
-        // Which of the group's axes each splitting mesh axis spans.
-        split.push_back(static_cast<int64_t>(layouts[l]->splits(e).size()));
-        for (int64_t a : layouts[l]->splits(e)) {
-          const auto [first, last] = refined->spans[l][a];
-          split.push_back(static_cast<int64_t>(at_in_group(first)));
-          split.push_back(last - first);
-        }
-      }
-    }
-    auto [found, added] = remembered.try_emplace(split);
+    // The group's split: its mesh axes' sizes and which hold value holders at 0, and how the
+    // layouts split each of its tensor axes among them.
+    std::vector<int64_t> key = {formula, static_cast<int64_t>(g.mesh_axes.size())};
+    for (int64_t a : g.mesh_axes) key.push_back(mesh[a] * 2 + marked[a]);
+    for (int64_t e : g.tensor_axes) describe_split(key, *refined, layouts, e, g.mesh_axes);
+    auto [found, added] = remembered.groups.try_emplace(std::move(key));
     g.distinct = &found->second;
     if (!added) continue;
-    // Each tensor axis's distinct values are numbered as they appear, and a rank's class is
-    // numbered from those numbers (and its value-holder flag) pair by pair: a rank costs a few
-    // integer compares, and its axis values are computed only where its pieces changed.
-    const size_t parts = g.tensor_axes.size() + (g.has_marked ? 1 : 0);
-    if (parts == 0) {  // no tensor axis is unsplit: one class of the one rank the empty group spans
-      g.distinct->emplace_back(std::vector<int64_t>{}, 1);
+    // Each tensor axis's values depend on the group axes that split it alone: they come from its
+    // value map, computed once per way of splitting it, whatever the group's other tensor axes
+    // do. A group of one tensor axis is its map's histogram; otherwise its coordinates are
+    // walked, each tensor axis's place in its map counted along (the maps' mixed radix), and each
+    // rank's value numbers (and value-holder flag) numbered as a tuple, pair by pair.
+    const size_t parts = g.tensor_axes.size();
+    std::vector<const AxisValueMap*> maps;
+    std::vector<int64_t> walked;
+    std::vector<char> walked_marked;
+    for (int64_t a : g.mesh_axes) walked.push_back(mesh[a]), walked_marked.push_back(marked[a]);
+    Odometer walk(walked, walked_marked, parts, parts);
+    for (size_t i = 0; i < parts; ++i) {
+      const int64_t e = g.tensor_axes[i];
+      std::vector<int64_t> own;
+      for (int64_t a : g.mesh_axes)
+        if (splits[e][a]) own.push_back(a);
+      std::vector<int64_t> map_key = {formula, static_cast<int64_t>(own.size())};
+      for (int64_t x : own) map_key.push_back(mesh[x]);
+      describe_split(map_key, *refined, layouts, e, own);
+      maps.push_back(&axis_value_map(remembered, map_key, *refined, layouts, axis_values, e, own));
+      int64_t weight = 1;
+      for (size_t j = g.mesh_axes.size(); j-- > 0;)
+        if (splits[e][g.mesh_axes[j]]) walk.add_weight(j, i, i, weight), weight *= mesh[g.mesh_axes[j]];
+    }
+    GroupValues& distinct = *g.distinct;
+    if (parts == 0) {  // the unsplit tensor axes, when every one is split: one class of one rank
+      distinct.emplace_back(std::vector<int64_t>{}, 1);
       continue;
     }
-    PieceOdometer odometer(*refined, layouts, g.mesh_axes, marked);
-    std::vector<Numbered<AxisValues>> axis_ids(g.tensor_axes.size());
-    std::vector<Numbered<std::pair<int64_t, int64_t>>> joined(parts > 1 ? parts - 1 : 0);
-    std::vector<int64_t> ids(parts, -1), prefix(parts, -1);  // prefix[i]: the number of ids[0..i]
-    std::vector<std::vector<int64_t>> class_ids;  // per class
-    std::vector<int64_t> ranks;                   // per class
+    if (parts == 1 && !g.has_marked) {
+      for (size_t v = 0; v < maps[0]->values.size(); ++v)
+        distinct.emplace_back(std::vector<int64_t>(maps[0]->values[v].begin(), maps[0]->values[v].end()), maps[0]->ranks[v]);
+      continue;
+    }
+    const size_t width = parts + (g.has_marked ? 1 : 0);
+    std::vector<Numbered<std::pair<int64_t, int64_t>>> joined(width > 1 ? width - 1 : 0);
+    std::vector<int64_t> ids(width, -1), prefix(width, -1);  // prefix[i]: the number of ids[0..i]
+    std::vector<std::vector<int64_t>> class_ids;             // per class
+    std::vector<int64_t> ranks;                              // per class
     do {
-      size_t first_changed = parts;
-      for (size_t i = 0; i < g.tensor_axes.size(); ++i) {
-        const int64_t e = g.tensor_axes[i];
-        if (!odometer.stale(e)) continue;
-        odometer.clear_stale(e);
-        const int64_t id = axis_ids[i].number(axis_values(e, odometer.pieces(e)), ids[i]);
+      size_t first_changed = width;
+      for (size_t i = 0; i < parts; ++i) {
+        if (!walk.stale(i)) continue;
+        walk.clear_stale(i);
+        const int64_t id = maps[i]->at[walk.slot(i)];
         if (id != ids[i]) first_changed = std::min(first_changed, i), ids[i] = id;
       }
-      if (g.has_marked && ids.back() != (odometer.holds_values() ? 1 : 0)) {
-        ids.back() = odometer.holds_values() ? 1 : 0;
-        first_changed = std::min(first_changed, parts - 1);
+      if (g.has_marked && ids.back() != (walk.holds_values() ? 1 : 0)) {
+        ids.back() = walk.holds_values() ? 1 : 0;
+        first_changed = std::min(first_changed, width - 1);
       }
-      if (first_changed < parts) {
+      if (first_changed < width) {
         if (first_changed == 0) prefix[0] = ids[0];
-        for (size_t i = std::max<size_t>(first_changed, 1); i < parts; ++i)
+        for (size_t i = std::max<size_t>(first_changed, 1); i < width; ++i)
           prefix[i] = joined[i - 1].number({prefix[i - 1], ids[i]}, prefix[i]);
         if (prefix.back() == static_cast<int64_t>(ranks.size())) {
           ranks.push_back(0);
@@ -322,12 +406,11 @@ bool for_each_rank_class(std::span<const LayoutBoxes* const> layouts, int64_t fo
         }
       }
       ++ranks[prefix.back()];
-    } while (odometer.next());
-    GroupValues& distinct = *g.distinct;
+    } while (walk.next());
     for (size_t c = 0; c < ranks.size(); ++c) {
       std::vector<int64_t> key;
-      for (size_t i = 0; i < g.tensor_axes.size(); ++i) {
-        const AxisValues& v = axis_ids[i].item(class_ids[c][i]);
+      for (size_t i = 0; i < parts; ++i) {
+        const AxisValues& v = maps[i]->values[class_ids[c][i]];
         key.insert(key.end(), v.begin(), v.end());
       }
       if (g.has_marked) key.push_back(class_ids[c].back());
