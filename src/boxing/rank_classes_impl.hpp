@@ -15,10 +15,18 @@ using GroupValues = std::vector<std::pair<std::vector<int64_t>, int64_t>>;
 
 // One tensor axis's value at every coordinate of the group axes that split it (position order):
 // the distinct values, and each coordinate's number among them.
+// Histograms of a value map's values over consecutive runs of coordinates (those of its last
+// axes, given the first ones): per run, its histogram's number; the histograms as (value number,
+// coordinates) sorted by value number, each kept once.
+struct AxisRuns {
+  std::vector<int32_t> at;
+  std::vector<std::vector<std::pair<int64_t, int64_t>>> histograms;
+};
 struct AxisValueMap {
   std::vector<AxisValues> values;
   std::vector<int64_t> ranks;  // per value, the coordinates that have it
   std::vector<int32_t> at;
+  std::map<int64_t, AxisRuns> runs;  // by run length, made when asked (runs_of)
 };
 struct RememberedClasses {
   std::map<std::vector<int64_t>, GroupValues> groups;
@@ -88,24 +96,31 @@ inline std::vector<char> refined_partial_axes(const Refinement& r, std::span<con
 }
 
 // Numbers distinct items in the order they first appear. A walk meets a few items over and over
-// (alternating, typically), so a small table by hash answers most lookups with one compare; a
-// map holds them all.
+// (alternating, typically), so the last few answers and a small table by hash answer most
+// lookups with a compare or two; a map holds them all.
 template <class T>
 class Numbered {
  public:
   // item's number; `hint`, a number item likely has (the last one), is tried first.
   int64_t number(const T& item, int64_t hint) {
     if (hint >= 0 && same(items_[hint], item)) return hint;
+    for (int64_t k : latest_)  // the last few answers: a walk alternating among a few hits here
+      if (k >= 0 && same(items_[k], item)) return k;
+    const int64_t k = find(item);
+    std::copy_backward(latest_.begin(), latest_.end() - 1, latest_.end());
+    return latest_[0] = k;
+  }
+  const T& item(size_t k) const { return items_[k]; }
+  size_t size() const { return items_.size(); }
+
+ private:
+  int64_t find(const T& item) {
     int64_t& recent = recent_[hash(item) % recent_.size()];
     if (recent >= 0 && same(items_[recent], item)) return recent;
     auto [it, added] = index_.try_emplace(item, static_cast<int64_t>(items_.size()));
     if (added) items_.push_back(item);
     return recent = it->second;
   }
-  const T& item(size_t k) const { return items_[k]; }
-  size_t size() const { return items_.size(); }
-
- private:
   static size_t hash(const T& item) {
     uint64_t h = 0;
     auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 0x9E3779B97F4A7C15ull; };
@@ -131,7 +146,8 @@ class Numbered {
   }
   std::vector<T> items_;
   std::map<T, int64_t> index_;
-  std::array<int64_t, 61> recent_ = filled(-1);
+  std::array<int64_t, 61> recent_ = filled(-1);  // by hash
+  std::array<int64_t, 3> latest_ = {-1, -1, -1};   // most recent first
   static constexpr std::array<int64_t, 61> filled(int64_t v) {
     std::array<int64_t, 61> a{};
     for (int64_t& x : a) x = v;
@@ -260,7 +276,7 @@ inline void describe_split(std::vector<int64_t>& key, const Refinement& r, std::
 // order); remembered under `key`: the formula, the axes' sizes and e's split among them, which
 // is all the values depend on. The only place a formula is evaluated: once per piece change.
 template <class AxisFn>
-const AxisValueMap& axis_value_map(RememberedClasses& remembered, const std::vector<int64_t>& key, const Refinement& r,
+AxisValueMap& axis_value_map(RememberedClasses& remembered, const std::vector<int64_t>& key, const Refinement& r,
                                    std::span<const LayoutBoxes* const> layouts, AxisFn& axis_values, int64_t e,
                                    const std::vector<int64_t>& axes) {
   auto [found, added] = remembered.values.try_emplace(key);
@@ -279,6 +295,30 @@ const AxisValueMap& axis_value_map(RememberedClasses& remembered, const std::vec
   for (size_t k = 0; k < numbers.size(); ++k) out.values.push_back(numbers.item(k));
   out.ranks.assign(out.values.size(), 0);
   for (int32_t v : out.at) ++out.ranks[v];
+  remembered.numbers += out.at.size();
+  return out;
+}
+
+// The map's AxisRuns for runs of `run` coordinates (run > 1), made once.
+inline const AxisRuns& runs_of(RememberedClasses& remembered, AxisValueMap& map, int64_t run) {
+  auto [found, added] = map.runs.try_emplace(run);
+  AxisRuns& out = found->second;
+  if (!added) return out;
+  Numbered<std::vector<std::pair<int64_t, int64_t>>> kept;
+  std::vector<int64_t> counts(map.values.size(), 0), seen;
+  std::vector<std::pair<int64_t, int64_t>> histogram;
+  int64_t last = -1;
+  for (size_t begin = 0; begin < map.at.size(); begin += static_cast<size_t>(run)) {
+    for (size_t k = begin; k < begin + static_cast<size_t>(run); ++k)
+      if (counts[map.at[k]]++ == 0) seen.push_back(map.at[k]);
+    std::sort(seen.begin(), seen.end());
+    histogram.clear();
+    for (int64_t value : seen) histogram.emplace_back(value, counts[value]), counts[value] = 0;
+    seen.clear();
+    last = kept.number(histogram, last);
+    out.at.push_back(static_cast<int32_t>(last));
+  }
+  for (size_t k = 0; k < kept.size(); ++k) out.histograms.push_back(kept.item(k));
   remembered.numbers += out.at.size();
   return out;
 }
@@ -339,62 +379,124 @@ bool for_each_rank_class(std::span<const LayoutBoxes* const> layouts, int64_t fo
   for (Group& g : groups) {
     // The group's split: its mesh axes' sizes and which hold value holders at 0, and how the
     // layouts split each of its tensor axes among them.
-    std::vector<int64_t> key = {formula, static_cast<int64_t>(g.mesh_axes.size())};
-    for (int64_t a : g.mesh_axes) key.push_back(mesh[a] * 2 + marked[a]);
-    for (int64_t e : g.tensor_axes) describe_split(key, *refined, layouts, e, g.mesh_axes);
-    auto [found, added] = remembered.groups.try_emplace(std::move(key));
+    std::vector<int64_t> split = {formula, static_cast<int64_t>(g.mesh_axes.size())};
+    for (int64_t a : g.mesh_axes) split.push_back(mesh[a] * 2 + marked[a]);
+    for (int64_t e : g.tensor_axes) describe_split(split, *refined, layouts, e, g.mesh_axes);
+    auto [found, added] = remembered.groups.try_emplace(std::move(split));
     g.distinct = &found->second;
     if (!added) continue;
     // Each tensor axis's values depend on the group axes that split it alone: they come from its
     // value map, computed once per way of splitting it, whatever the group's other tensor axes
-    // do. A group of one tensor axis is its map's histogram; otherwise its coordinates are
-    // walked, each tensor axis's place in its map counted along (the maps' mixed radix), and each
-    // rank's value numbers (and value-holder flag) numbered as a tuple, pair by pair.
-    const size_t parts = g.tensor_axes.size();
-    std::vector<const AxisValueMap*> maps;
-    std::vector<int64_t> walked;
-    std::vector<char> walked_marked;
-    for (int64_t a : g.mesh_axes) walked.push_back(mesh[a]), walked_marked.push_back(marked[a]);
-    Odometer walk(walked, walked_marked, parts, parts);
-    for (size_t i = 0; i < parts; ++i) {
-      const int64_t e = g.tensor_axes[i];
-      std::vector<int64_t> own;
-      for (int64_t a : g.mesh_axes)
-        if (splits[e][a]) own.push_back(a);
-      std::vector<int64_t> map_key = {formula, static_cast<int64_t>(own.size())};
-      for (int64_t x : own) map_key.push_back(mesh[x]);
-      describe_split(map_key, *refined, layouts, e, own);
-      maps.push_back(&axis_value_map(remembered, map_key, *refined, layouts, axis_values, e, own));
-      int64_t weight = 1;
-      for (size_t j = g.mesh_axes.size(); j-- > 0;)
-        if (splits[e][g.mesh_axes[j]]) walk.add_weight(j, i, i, weight), weight *= mesh[g.mesh_axes[j]];
-    }
+    // do. The axes that split two tensor axes (and partial ones, for the flag) are walked
+    // together (the joint axes); along a tensor axis's other axes, its values come as histograms
+    // of runs of its map, so the walk visits the joint coordinates only. A group of one tensor
+    // axis and no partial axis is its map's histogram.
     GroupValues& distinct = *g.distinct;
+    const size_t parts = g.tensor_axes.size(), axes_in = g.mesh_axes.size();
     if (parts == 0) {  // the unsplit tensor axes, when every one is split: one class of one rank
       distinct.emplace_back(std::vector<int64_t>{}, 1);
       continue;
     }
-    if (parts == 1 && !g.has_marked) {
-      for (size_t v = 0; v < maps[0]->values.size(); ++v)
-        distinct.emplace_back(std::vector<int64_t>(maps[0]->values[v].begin(), maps[0]->values[v].end()), maps[0]->ranks[v]);
-      continue;
+    std::vector<char> joint(axes_in, 0);
+    for (size_t j = 0; j < axes_in; ++j) {
+      int64_t users = 0;
+      for (int64_t e : g.tensor_axes) users += splits[e][g.mesh_axes[j]];
+      joint[j] = users > 1 || marked[g.mesh_axes[j]];
     }
+    // A tensor axis's own axes after its first private one must all be private (its runs are
+    // consecutive in its map): a private axis before a joint one of the same tensor axis is made
+    // joint, until none is.
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (int64_t e : g.tensor_axes) {
+        bool later_joint = false;
+        for (size_t j = axes_in; j-- > 0;) {
+          if (!splits[e][g.mesh_axes[j]]) continue;
+          if (!joint[j] && later_joint) joint[j] = 1, changed = true;
+          later_joint = later_joint || joint[j];
+        }
+      }
+    }
+    std::vector<int64_t> walked;
+    std::vector<char> walked_marked;
+    for (size_t j = 0; j < axes_in; ++j)
+      if (joint[j]) walked.push_back(mesh[g.mesh_axes[j]]), walked_marked.push_back(marked[g.mesh_axes[j]]);
+    Odometer walk(walked, walked_marked, parts, parts);
+    // Per tensor axis: its units (histogram numbers, or value numbers where it has no private
+    // axis) by joint coordinate, and each unit's histogram.
+    struct Units {
+      const std::vector<int32_t>* at;
+      std::vector<std::vector<std::pair<int64_t, int64_t>>> single;  // run 1: value v's histogram
+      const std::vector<std::vector<std::pair<int64_t, int64_t>>>* histograms;
+      const AxisValueMap* map;
+    };
+    std::vector<Units> units(parts);
+    for (size_t i = 0; i < parts; ++i) {
+      const int64_t e = g.tensor_axes[i];
+      std::vector<int64_t> own;
+      int64_t run = 1;
+      for (size_t j = 0; j < axes_in; ++j)
+        if (splits[e][g.mesh_axes[j]]) {
+          own.push_back(g.mesh_axes[j]);
+          if (!joint[j]) run *= mesh[g.mesh_axes[j]];
+        }
+      std::vector<int64_t> map_key = {formula, static_cast<int64_t>(own.size())};
+      for (int64_t x : own) map_key.push_back(mesh[x]);
+      describe_split(map_key, *refined, layouts, e, own);
+      AxisValueMap& map = axis_value_map(remembered, map_key, *refined, layouts, axis_values, e, own);
+      Units& u = units[i];
+      u.map = &map;
+      if (run == 1) {
+        u.at = &map.at;
+        for (size_t v = 0; v < map.values.size(); ++v) u.single.push_back({{static_cast<int64_t>(v), 1}});
+        u.histograms = &u.single;
+      } else {
+        const AxisRuns& runs = runs_of(remembered, map, run);
+        u.at = &runs.at;
+        u.histograms = &runs.histograms;
+      }
+      int64_t weight = 1;
+      for (size_t j = axes_in, w = walked.size(); j-- > 0;) {
+        if (!joint[j]) continue;
+        --w;
+        if (splits[e][g.mesh_axes[j]]) walk.add_weight(w, i, i, weight), weight *= mesh[g.mesh_axes[j]];
+      }
+    }
+    // A joint coordinate's tuple of units (and flag). Where the tuples are few enough to count
+    // in a table (the usual case), a coordinate costs a few loads and an increment; otherwise
+    // tuples are numbered as they appear, pair by pair.
     const size_t width = parts + (g.has_marked ? 1 : 0);
+    std::vector<int64_t> radix(width, 1), kinds(width, 2);  // the tuple's mixed radix, the last fastest
+    int64_t tuples = 1;
+    for (size_t i = width; i-- > 0;) {
+      radix[i] = tuples;
+      if (i < parts) kinds[i] = static_cast<int64_t>(units[i].histograms->size());
+      tuples = tuples <= (int64_t{1} << 16) / kinds[i] ? tuples * kinds[i] : (int64_t{1} << 16) + 1;
+    }
+    const bool dense = tuples <= (int64_t{1} << 16);
+    std::vector<int64_t> table(dense ? tuples : 0, 0);
     std::vector<Numbered<std::pair<int64_t, int64_t>>> joined(width > 1 ? width - 1 : 0);
     std::vector<int64_t> ids(width, -1), prefix(width, -1);  // prefix[i]: the number of ids[0..i]
-    std::vector<std::vector<int64_t>> class_ids;             // per class
-    std::vector<int64_t> ranks;                              // per class
+    std::vector<std::vector<int64_t>> class_ids;             // per tuple
+    std::vector<int64_t> ranks;                              // per tuple
+    int64_t index = 0;                                       // of ids in the table's radix (ids start at -1)
+    for (int64_t r : radix) index -= r;
     do {
       size_t first_changed = width;
       for (size_t i = 0; i < parts; ++i) {
         if (!walk.stale(i)) continue;
         walk.clear_stale(i);
-        const int64_t id = maps[i]->at[walk.slot(i)];
-        if (id != ids[i]) first_changed = std::min(first_changed, i), ids[i] = id;
+        const int64_t id = (*units[i].at)[walk.slot(i)];
+        if (id != ids[i]) first_changed = std::min(first_changed, i), index += (id - ids[i]) * radix[i], ids[i] = id;
       }
       if (g.has_marked && ids.back() != (walk.holds_values() ? 1 : 0)) {
-        ids.back() = walk.holds_values() ? 1 : 0;
+        const int64_t flag = walk.holds_values() ? 1 : 0;
+        index += flag - ids.back(), ids.back() = flag;
         first_changed = std::min(first_changed, width - 1);
+      }
+      if (dense) {
+        ++table[index];
+        continue;
       }
       if (first_changed < width) {
         if (first_changed == 0) prefix[0] = ids[0];
@@ -407,14 +509,32 @@ bool for_each_rank_class(std::span<const LayoutBoxes* const> layouts, int64_t fo
       }
       ++ranks[prefix.back()];
     } while (walk.next());
+    if (dense)
+      for (int64_t t = 0; t < tuples; ++t)
+        if (table[t] > 0) {
+          for (size_t i = 0; i < width; ++i) ids[i] = t / radix[i] % kinds[i];
+          class_ids.push_back(ids);
+          ranks.push_back(table[t]);
+        }
+    // Each tuple's classes: one entry of each of its histograms.
+    std::map<std::vector<int64_t>, size_t> index_of;  // into distinct
+    std::vector<int64_t> key(parts * kWidth + (g.has_marked ? 1 : 0));
     for (size_t c = 0; c < ranks.size(); ++c) {
-      std::vector<int64_t> key;
-      for (size_t i = 0; i < parts; ++i) {
-        const AxisValues& v = maps[i]->values[class_ids[c][i]];
-        key.insert(key.end(), v.begin(), v.end());
-      }
-      if (g.has_marked) key.push_back(class_ids[c].back());
-      distinct.emplace_back(std::move(key), ranks[c]);
+      if (g.has_marked) key.back() = class_ids[c].back();
+      auto product = [&](auto& self, size_t i, int64_t n) -> void {
+        if (i == parts) {
+          auto [it, added_key] = index_of.try_emplace(key, distinct.size());
+          if (added_key) distinct.emplace_back(key, 0);
+          distinct[it->second].second += n;
+          return;
+        }
+        for (const auto& [value, count] : (*units[i].histograms)[class_ids[c][i]]) {
+          const AxisValues& v = units[i].map->values[value];
+          std::copy(v.begin(), v.end(), key.begin() + static_cast<std::ptrdiff_t>(i * kWidth));
+          self(self, i + 1, n * count);
+        }
+      };
+      product(product, 0, ranks[c]);
     }
   }
   // The classes: one distinct entry of every group.
