@@ -166,6 +166,7 @@ class Search {
     std::optional<detail::LayoutBoxes> boxes = {};  // of layout, set once the node sits in nodes_
     std::vector<int64_t> shortfall = {};            // see shortfall(); empty until asked
     std::optional<Totals> shortfall_totals = {};     // bytes; see shortfall_totals()
+    std::optional<int64_t> shortfall_max = {};       // bytes; see shortfall_max()
     double cost = 0;
     bool reached = false, done = false;
     std::optional<Via> via = {};  // the edge that reached it
@@ -294,6 +295,35 @@ class Search {
     return *(at.shortfall_totals = totals);
   }
 
+  // The largest shortfall, in bytes. No rank lacks more than the largest target box (the first:
+  // nested balanced parts put the larger parts first), so a rank with that box that holds none of
+  // it settles the max; a few ranks are tried for one (where the boxes of two layouts part ways:
+  // the ends of each mesh axis, of either placement) before the rank classes count them all.
+  int64_t shortfall_max(Node& at) {
+    if (at.shortfall_totals) return at.shortfall_totals->max;
+    if (at.shortfall_max) return *at.shortfall_max;
+    const detail::LayoutBoxes& need = *node_at(target_).boxes;
+    const int64_t largest = need.numel(0);
+    const Placement& held_on = at.layout.placement;
+    auto holds_none = [&](int64_t pos) {  // pos in the target's placement
+      if (need.numel(pos) != largest) return false;
+      const int64_t held_pos = held_on.position(to_.placement.ranks()[pos]);
+      return held_pos < 0 || need.overlap(pos, *at.boxes, held_pos) == 0;
+    };
+    const int64_t n = to_.placement.size();
+    std::vector<int64_t> tried = {0, n - 1, n / 2};
+    for (const Placement* p : {&to_.placement, &held_on})
+      for (int64_t a = p->mesh().ndim() - 1, stride = 1; a >= 0; stride *= p->mesh()[a--])
+        for (int64_t k : {int64_t{1}, p->mesh()[a] - 1}) {
+          if (k >= p->mesh()[a]) continue;
+          const int64_t pos = p == &to_.placement ? k * stride : to_.placement.position(p->ranks()[k * stride]);
+          if (pos >= 0) tried.push_back(pos);
+        }
+    for (int64_t pos : tried)
+      if (largest > 0 && holds_none(pos)) return *(at.shortfall_max = largest * size_of(dtype_));
+    return shortfall_totals(at).max;
+  }
+
   // missing_elements, remembered across the searches that share the memo.
   std::optional<Totals> missing_between(const Node& wanted, const Node& held) {
     detail::CacheKey key = key_of({&wanted.layout, &held.layout}, {});
@@ -342,7 +372,7 @@ class Search {
   double remaining_at_least(int64_t id, Node& at) {
     if (id == target_ || at.layout.nd_sbp.has_partial() || to_.nd_sbp.has_partial()) return 0;
     const CostModel& m = cost_model(to_.placement.device_type());
-    return m.step_us + m.beta_us_per_byte * static_cast<double>(shortfall_totals(at).max);
+    return m.step_us + m.beta_us_per_byte * static_cast<double>(shortfall_max(at));
   }
 
   std::vector<Step> path_to(int64_t id) {
