@@ -34,9 +34,8 @@ std::vector<Served> serve_piece(const StepView& step, int64_t piece) {
   const Box box = from.box(piece);
   const std::vector<int64_t> holders = from.holders(piece, false);
   std::vector<int64_t> dsts;
-  for (int64_t p : to.pieces_meeting(box))
-    for (int64_t d : to.holders(p, true)) dsts.push_back(d);
-  std::sort(dsts.begin(), dsts.end());
+  for (int64_t p : to.pieces_meeting(box)) to.for_each_holder(p, true, [&](int64_t d) { dsts.push_back(d); });
+  if (to.replicas() > 1) std::sort(dsts.begin(), dsts.end());  // else one holder per piece, in order already
   std::vector<int64_t> load(holders.size(), 0);
   std::vector<Served> served;
   for (int64_t d : dsts) {
