@@ -7,14 +7,15 @@
 #include <type_traits>
 #include <utility>
 
+#include "numbered.hpp"
+#include "odometer.hpp"
+
 namespace spsd::detail {
 
 // A group's distinct values: (concatenated AxisValues, then the value-holder flag if the group
 // has partial axes; ranks).
 using GroupValues = std::vector<std::pair<std::vector<int64_t>, int64_t>>;
 
-// One tensor axis's value at every coordinate of the group axes that split it (position order):
-// the distinct values, and each coordinate's number among them.
 // Histograms of a value map's values over consecutive runs of coordinates (those of its last
 // axes, given the first ones): per run, its histogram's number; the histograms as (value number,
 // coordinates) sorted by value number, each kept once.
@@ -22,20 +23,29 @@ struct AxisRuns {
   std::vector<int32_t> at;
   std::vector<std::vector<std::pair<int64_t, int64_t>>> histograms;
 };
+
+// One tensor axis's value at every coordinate of the group axes that split it (position order):
+// the distinct values, how many coordinates have each, each coordinate's number among them, and
+// histograms of runs, made when asked (runs_of).
 struct AxisValueMap {
   std::vector<AxisValues> values;
-  std::vector<int64_t> ranks;  // per value, the coordinates that have it
+  std::vector<int64_t> ranks;
   std::vector<int32_t> at;
-  std::map<int64_t, AxisRuns> runs;  // by run length, made when asked (runs_of)
+  std::map<int64_t, AxisRuns> runs;  // by run length
 };
+
+// Remembered value maps and group values, by what they depend on (for_each_rank_class); per
+// thread, since simulated ranks plan on threads of their own. Bounded: emptied when a call starts
+// with them full (only there: a call holds pointers into them); a map may be as long as the
+// world, so its entries are counted too (at most 4M, 16 MB).
 struct RememberedClasses {
   std::map<std::vector<int64_t>, GroupValues> groups;
   std::map<std::vector<int64_t>, AxisValueMap> values;
-  size_t numbers = 0;  // entries of the maps' `at` vectors, which may be as long as the world
+  size_t numbers = 0;  // entries of the maps' `at` vectors and their runs'
 };
 inline RememberedClasses& remembered_classes() {
   thread_local RememberedClasses memo;
-  if (memo.groups.size() + memo.values.size() >= 4096 || memo.numbers >= (1 << 24)) memo = {};
+  if (memo.groups.size() + memo.values.size() >= 4096 || memo.numbers >= (size_t{1} << 22)) memo = {};
   return memo;
 }
 
@@ -95,119 +105,6 @@ inline std::vector<char> refined_partial_axes(const Refinement& r, std::span<con
   return marked;
 }
 
-// Numbers distinct items in the order they first appear. A walk meets a few items over and over
-// (alternating, typically), so the last few answers and a small table by hash answer most
-// lookups with a compare or two; a map holds them all.
-template <class T>
-class Numbered {
- public:
-  // item's number; `hint`, a number item likely has (the last one), is tried first.
-  int64_t number(const T& item, int64_t hint) {
-    if (hint >= 0 && same(items_[hint], item)) return hint;
-    for (int64_t k : latest_)  // the last few answers: a walk alternating among a few hits here
-      if (k >= 0 && same(items_[k], item)) return k;
-    const int64_t k = find(item);
-    std::copy_backward(latest_.begin(), latest_.end() - 1, latest_.end());
-    return latest_[0] = k;
-  }
-  const T& item(size_t k) const { return items_[k]; }
-  size_t size() const { return items_.size(); }
-
- private:
-  int64_t find(const T& item) {
-    int64_t& recent = recent_[hash(item) % recent_.size()];
-    if (recent >= 0 && same(items_[recent], item)) return recent;
-    auto [it, added] = index_.try_emplace(item, static_cast<int64_t>(items_.size()));
-    if (added) items_.push_back(item);
-    return recent = it->second;
-  }
-  static size_t hash(const T& item) {
-    uint64_t h = 0;
-    auto mix = [&](int64_t v) { h = (h ^ static_cast<uint64_t>(v)) * 0x9E3779B97F4A7C15ull; };
-    if constexpr (std::is_same_v<T, std::pair<int64_t, int64_t>>) {
-      mix(item.first);
-      mix(item.second);
-    } else if constexpr (std::is_same_v<T, std::vector<std::pair<int64_t, int64_t>>>) {
-      for (const auto& [a, b] : item) mix(a), mix(b);
-    } else {
-      for (int64_t v : item) mix(v);
-    }
-    return static_cast<size_t>(h >> 32);
-  }
-  // Element by element: std::array's == calls memcmp, which costs more than five compares.
-  static bool same(const T& a, const T& b) {
-    if constexpr (std::is_same_v<T, AxisValues>) {
-      for (size_t i = 0; i < a.size(); ++i)
-        if (a[i] != b[i]) return false;
-      return true;
-    } else {
-      return a == b;
-    }
-  }
-  std::vector<T> items_;
-  std::map<T, int64_t> index_;
-  std::array<int64_t, 61> recent_ = filled(-1);  // by hash
-  std::array<int64_t, 3> latest_ = {-1, -1, -1};   // most recent first
-  static constexpr std::array<int64_t, 61> filled(int64_t v) {
-    std::array<int64_t, 61> a{};
-    for (int64_t& x : a) x = v;
-    return a;
-  }
-};
-
-// Mixed-radix coordinates counted up like an odometer (the last axis fastest, so in position
-// order when the axes are refinement axes in order), carrying slots that move by fixed weights
-// per coordinate step: a visit costs a few additions and no division. Slots are grouped; a
-// group is stale once one of its slots moved, until cleared. holds_values(): whether every
-// marked axis is at 0 (partial axes: the rank holds the value).
-class Odometer {
- public:
-  Odometer(const std::vector<int64_t>& dims, const std::vector<char>& marked, size_t slots, size_t groups)
-      : slots_(slots, 0), stale_(groups, 1), weights_(dims.size()) {
-    for (size_t j = 0; j < dims.size(); ++j) axes_.push_back({dims[j], marked[j] != 0});
-  }
-  // Slot `slot` (in group `group`) moves by weight per step along axis j.
-  void add_weight(size_t j, size_t slot, size_t group, int64_t weight) { weights_[j].push_back({slot, group, weight}); }
-  int64_t slot(size_t k) const { return slots_[k]; }
-  std::span<const int64_t> slots(size_t first, size_t n) const { return std::span<const int64_t>(slots_).subspan(first, n); }
-  bool stale(size_t group) const { return stale_[group] != 0; }
-  void clear_stale(size_t group) { stale_[group] = 0; }
-  int64_t coord(size_t j) const { return axes_[j].coord; }
-  bool holds_values() const { return off_zero_ == 0; }
-  // To the next coordinates; false after the last.
-  bool next() {
-    for (size_t j = axes_.size(); j-- > 0;) {
-      Axis& a = axes_[j];
-      const bool wraps = ++a.coord == a.dim;
-      const int64_t steps = wraps ? 1 - a.dim : 1;
-      for (const Weight& w : weights_[j]) {
-        slots_[w.slot] += steps * w.weight;
-        stale_[w.group] = 1;
-      }
-      if (a.marked && a.dim > 1) off_zero_ += wraps ? -1 : a.coord == 1 ? 1 : 0;
-      if (!wraps) return true;
-      a.coord = 0;
-    }
-    return false;
-  }
-
- private:
-  struct Axis {
-    int64_t dim;
-    bool marked;
-    int64_t coord = 0;
-  };
-  struct Weight {
-    size_t slot, group;
-    int64_t weight;
-  };
-  std::vector<int64_t> slots_;
-  std::vector<char> stale_;
-  std::vector<Axis> axes_;
-  std::vector<std::vector<Weight>> weights_;  // per axis
-  int64_t off_zero_ = 0;                      // marked axes at a coordinate other than 0
-};
-
 // An Odometer over some refinement axes (walked, in order; the others at 0) whose slots are the
 // layouts' pieces: pieces(e)[l] is the number of layout l's piece along tensor axis e
 // (LayoutBoxes::leaf), stale(e) whether e's pieces moved.
@@ -229,6 +126,8 @@ class PieceOdometer : public Odometer {
       }
   }
   std::span<const int64_t> pieces(int64_t e) const { return slots(e * count_, count_); }
+  // Whether the rank holds the value of every layout: at 0 along each partial axis (marked).
+  bool holds_values() const { return marked_at_zero(); }
 
  private:
   static std::vector<int64_t> dims_of(const Refinement& r, const std::vector<int64_t>& walked) {
@@ -489,8 +388,8 @@ bool for_each_rank_class(std::span<const LayoutBoxes* const> layouts, int64_t fo
         const int64_t id = (*units[i].at)[walk.slot(i)];
         if (id != ids[i]) first_changed = std::min(first_changed, i), index += (id - ids[i]) * radix[i], ids[i] = id;
       }
-      if (g.has_marked && ids.back() != (walk.holds_values() ? 1 : 0)) {
-        const int64_t flag = walk.holds_values() ? 1 : 0;
+      if (g.has_marked && ids.back() != (walk.marked_at_zero() ? 1 : 0)) {
+        const int64_t flag = walk.marked_at_zero() ? 1 : 0;
         index += flag - ids.back(), ids.back() = flag;
         first_changed = std::min(first_changed, width - 1);
       }
