@@ -20,17 +20,34 @@ AxisGroup group_at(const StepView& step, int64_t leader_pos, bool with_boxes) {
   const Placement& p = step.from.placement;
   const int64_t stride = axis_stride(p, step.mesh_axis), n = p.mesh()[step.mesh_axis];
   AxisGroup g;
+  for (auto* v : {&g.positions, &g.ranks, &g.old_counts, &g.new_counts, &g.kept_counts}) v->reserve(n);
   g.device = p.device_type();
   g.old_all = &step.from_boxes;
   g.new_all = &step.to_boxes;
+  // Along the axis only the pieces of the tensor axes it splits move, by a fixed number of
+  // pieces per member: each member's ranges are found without dividing its position.
+  const int64_t ndim = step.shape.ndim();
+  std::vector<int64_t> old_leaf(ndim), new_leaf(ndim), old_step(ndim), new_step(ndim);
+  for (int64_t e = 0; e < ndim; ++e) {
+    old_leaf[e] = step.from_boxes.leaf(leader_pos, e), new_leaf[e] = step.to_boxes.leaf(leader_pos, e);
+    old_step[e] = step.from_boxes.leaf_step(e, step.mesh_axis), new_step[e] = step.to_boxes.leaf_step(e, step.mesh_axis);
+  }
   for (int64_t k = 0; k < n; ++k) {
     const int64_t pos = leader_pos + k * stride;
     g.positions.push_back(pos);
     g.ranks.push_back(p.ranks()[pos]);
-    g.old_counts.push_back(step.from_boxes.numel(pos));
-    g.new_counts.push_back(step.to_boxes.numel(pos));
-    g.old_total += g.old_counts.back();
-    g.new_total += g.new_counts.back();
+    int64_t old_count = 1, new_count = 1, kept = 1;
+    for (int64_t e = 0; e < ndim; ++e) {
+      const Range a = step.from_boxes.leaf_range(e, old_leaf[e] + k * old_step[e]);
+      const Range b = step.to_boxes.leaf_range(e, new_leaf[e] + k * new_step[e]);
+      old_count *= a.size(), new_count *= b.size();
+      kept *= std::max<int64_t>(0, std::min(a.end, b.end) - std::max(a.begin, b.begin));
+    }
+    g.old_counts.push_back(old_count);
+    g.new_counts.push_back(new_count);
+    g.kept_counts.push_back(kept);
+    g.old_total += old_count;
+    g.new_total += new_count;
     if (with_boxes) {
       g.old_boxes.push_back(step.from_boxes.box(pos));
       g.new_boxes.push_back(step.to_boxes.box(pos));

@@ -18,6 +18,7 @@ struct AxisGroup {
   std::vector<int64_t> ranks;      // world ranks in coordinate order along the axis
   std::vector<int64_t> positions;  // their positions in the placement
   std::vector<int64_t> old_counts, new_counts;  // elements in each member's box before and after
+  std::vector<int64_t> kept_counts;             // elements each keeps: its old box meets its new one
   int64_t old_total = 0, new_total = 0;         // their sums
   int64_t me = 0;                  // index of the member it is seen from
   DeviceType device = DeviceType::kCPU;
@@ -29,7 +30,7 @@ struct AxisGroup {
   const Box& old_box(int64_t m) const { return old_boxes[m]; }
   const Box& new_box(int64_t m) const { return new_boxes[m]; }
   // Elements member m keeps: its old box meets its new one.
-  int64_t kept(int64_t m) const { return old_all->overlap(positions[m], *new_all, positions[m]); }
+  int64_t kept(int64_t m) const { return kept_counts[m]; }
 };
 
 // What one member of a 1-d step moves: elements on the wire and elements written locally.

@@ -65,14 +65,16 @@ using RequestMemo = std::vector<std::vector<AxisRequests>>;  // per tensor axis,
 struct Busiest {
   int64_t elements = 0, messages = 0;
 };
-// local_copies: how many holders of the piece need part of it themselves, when known.
-Busiest busiest_holder(const StepView& step, int64_t piece, RequestMemo& memo, std::optional<int64_t> local_copies) {
+// The piece is named by its numbers along the tensor axes (LayoutBoxes::piece_at); local_copies:
+// how many of its holders need part of it themselves, when known.
+Busiest busiest_holder(const StepView& step, std::span<const int64_t> leaves, RequestMemo& memo,
+                       std::optional<int64_t> local_copies) {
   const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
   int64_t size = 1, requests = to.replicas();
   bool uniform = true;
   std::vector<int64_t> along;
   for (int64_t e = 0; e < step.shape.ndim() && uniform; ++e) {
-    const int64_t leaf = from.leaf(piece, e);
+    const int64_t leaf = leaves[e];
     if (memo[e].empty()) memo[e].resize(from.leaf_count(e));
     AxisRequests& a = memo[e][leaf];
     if (a.pieces < 0) {
@@ -91,6 +93,7 @@ Busiest busiest_holder(const StepView& step, int64_t piece, RequestMemo& memo, s
     size *= a.part;
     uniform = a.uniform;
   }
+  const int64_t piece = local_copies && uniform ? -1 : from.piece_at(leaves);  // its offset, where needed
   if (!uniform) {
     const std::vector<int64_t> holders = from.holders(piece, false);
     Busiest b;
@@ -263,14 +266,18 @@ StepTraffic exchange_traffic(const StepView& step) {
       }
       ++local[piece_id([&](int64_t e) { return at.pieces(e)[0]; })];
     });
-    from.for_each_piece([&](int64_t piece) {
-      if (from.numel(piece) == 0) return;
-      std::optional<int64_t> copies;
-      if (counted) copies = local[piece_id([&](int64_t e) { return from.leaf(piece, e); })];
-      const Busiest b = busiest_holder(step, piece, memo, copies);
-      out.max_bytes = std::max(out.max_bytes, b.elements * elem);
-      out.max_messages = std::max(out.max_messages, b.messages);
-    });
+    // Every non-empty piece, by its numbers along the axes counted up in the order of the ids.
+    std::vector<int64_t> leaves(step.shape.ndim(), 0);
+    for (int64_t id = 0; id < pieces; ++id) {
+      bool empty = false;
+      for (int64_t e = 0; e < step.shape.ndim() && !empty; ++e) empty = from.leaf_range(e, leaves[e]).size() == 0;
+      if (!empty) {
+        const Busiest b = busiest_holder(step, leaves, memo, counted ? std::optional<int64_t>(local[id]) : std::nullopt);
+        out.max_bytes = std::max(out.max_bytes, b.elements * elem);
+        out.max_messages = std::max(out.max_messages, b.messages);
+      }
+      for (int64_t e = step.shape.ndim() - 1; e >= 0 && ++leaves[e] == from.leaf_count(e); --e) leaves[e] = 0;
+    }
   }
   out.members = from.size();
   out.max_local = to.numel(0) * elem;  // self copies and receipts fill each target box: the first is the largest

@@ -5,6 +5,7 @@
 // axis); this adds what the planner needs at scale: ranges by position without allocating, and
 // how many pieces of a layout meet a range (the peers of a box, counted without listing them).
 #include <cstdint>
+#include <span>
 #include <unordered_map>
 #include <utility>
 #include <vector>
@@ -77,6 +78,13 @@ class LayoutBoxes {
     return leaf;
   }
   Range range(int64_t pos, int64_t e) const { return leaf_range(e, leaf(pos, e)); }
+  // How much leaf(pos, e) grows per coordinate step along mesh axis a (0 if a does not split e).
+  int64_t leaf_step(int64_t e, int64_t a) const {
+    int64_t step = 1;
+    for (size_t i = splits_[e].size(); i-- > 0; step *= parts_[e][i])
+      if (splits_[e][i] == a) return step;
+    return 0;
+  }
   int64_t leaf_count(int64_t e) const { return leaf_count_[e]; }
   Range leaf_range(int64_t e, int64_t leaf) const {
     const int64_t u = uniform_[e];
@@ -117,11 +125,19 @@ class LayoutBoxes {
     return true;
   }
   // A piece is a distinct box: the ranks that hold it differ only along the axes that do not
-  // split. It is named by its offset, the position of its holder with those axes at 0.
+  // split. It is named by its offset, the position of its holder with those axes at 0; or by its
+  // numbers along the tensor axes (leaf), from which piece_at finds the offset.
   int64_t piece_offset(int64_t pos) const {
     int64_t offset = pos;
     for (int64_t a = 0; a < layout_->placement.mesh().ndim(); ++a)
       if (!layout_->nd_sbp[a].is_split()) offset -= coord(pos, a) * stride_[a];
+    return offset;
+  }
+  int64_t piece_at(std::span<const int64_t> leaves) const {
+    int64_t offset = 0;
+    for (int64_t e = 0; e < shape_->ndim(); ++e)
+      for (size_t i = splits_[e].size(), rest = static_cast<size_t>(leaves[e]); i-- > 0; rest /= parts_[e][i])
+        offset += static_cast<int64_t>(rest % parts_[e][i]) * stride_[splits_[e][i]];
     return offset;
   }
   // Adds to `offsets` the offset of every non-empty piece along tensor axis e that meets
@@ -137,31 +153,22 @@ class LayoutBoxes {
   // value (coordinate 0 of its partial axes), else all.
   std::vector<int64_t> pieces_meeting(const Box& box) const;
   std::vector<int64_t> holders(int64_t piece, bool value_only) const;
-  // Calls fn(position) for each of them, in position order, without allocating.
+  // Calls fn(position) for each of them, in position order, without allocating: the positions
+  // that differ from the piece's only along the axes that do not split (nor are partial, with
+  // value_only).
   template <class Fn>
   void for_each_holder(int64_t piece, bool value_only, Fn&& fn) const {
-    walk(piece, [&](const Sbp& s) { return !s.is_split() && !(value_only && s.is_partial()); }, fn);
-  }
-  // Calls fn(offset) for each piece (piece_offset), in position order.
-  template <class Fn>
-  void for_each_piece(Fn&& fn) const {
-    walk(0, [](const Sbp& s) { return s.is_split(); }, fn);
-  }
-
- private:
-  // fn(position) for every position that differs from start only along the mesh axes whose
-  // Sbp `moves` accepts.
-  template <class Moves, class Fn>
-  void walk(int64_t start, Moves&& moves, Fn&& fn) const {
     const Shape& mesh = layout_->placement.mesh();
     auto visit = [&](auto& self, int64_t a, int64_t pos) -> void {
       if (a == mesh.ndim()) return fn(pos);
-      if (!moves(layout_->nd_sbp[a])) return self(self, a + 1, pos);
+      const Sbp& s = layout_->nd_sbp[a];
+      if (s.is_split() || (value_only && s.is_partial())) return self(self, a + 1, pos);
       for (int64_t k = 0; k < mesh[a]; ++k) self(self, a + 1, pos + k * stride_[a]);
     };
-    visit(visit, 0, start);
+    visit(visit, 0, piece);
   }
 
+ private:
   const Shape* shape_;
   const Layout* layout_;
   std::vector<int64_t> stride_;                 // positions between neighbours along each mesh axis
