@@ -4,11 +4,13 @@
 // two boxes share, how many pieces meet one). A mesh axis only moves a rank's pieces along the
 // tensor axes it splits, so mesh axes that split a common tensor axis (in any of the layouts)
 // are coupled and the others vary independently: the ranks are the product of the coupled
-// groups' coordinates. Each group is walked on its own and its coordinates folded into their
-// distinct values, and the classes are the products of those. With balanced splits a group has
-// a handful of distinct values however many ranks it spans, so a formula's max and sum over all
-// ranks cost the groups' sizes, not the ranks' number: on an n/8 x 8 mesh, n/8 + 8 visits
-// instead of n (issue 27, docs/boxing.md).
+// groups' coordinates. Within a group, each tensor axis's values depend only on the axes that
+// split it: a value map over those, made once per way of splitting it; the group then walks only
+// the axes two of its tensor axes share. The classes are the products of the groups' distinct
+// values. With balanced splits a group has a handful of distinct values however many ranks it
+// spans, so a formula's max and sum over all ranks cost the maps' and shared axes' sizes, not
+// the ranks' number: on an n/8 x 8 mesh whose layouts split different tensor axes by its two
+// axes, n/8 + 8 (issue 27, docs/boxing.md).
 #include <array>
 #include <cstdint>
 #include <map>
@@ -28,11 +30,11 @@ using AxisValues = std::array<int64_t, 5>;
 // along each partial mesh axis; all of them without partial axes). axis_values(e, pieces)
 // computes them from the numbers of the rank's pieces along e, pieces[l] in layouts[l]
 // (LayoutBoxes::leaf), so the values depend on the layouts only through how they split e; a
-// group's distinct values are remembered under `formula` (the caller's name for axis_values) and
-// that split, and reused by any later call that splits the group's tensor axes the same way,
-// whatever the layouts' other axes do. The walk counts the pieces up along the coordinates, so a
-// group of n ranks costs n steps of a few additions and one axis_values per tensor axis whose
-// pieces changed, with no division and no per-rank table.
+// tensor axis's value map and a group's distinct values are remembered under `formula` (the
+// caller's name for axis_values) and the split they depend on, and reused by any later call that
+// splits them the same way, whatever the layouts' other axes do. A map counts the pieces up along
+// the coordinates, so n coordinates cost n steps of a few additions and one axis_values where
+// the pieces changed, with no division and no per-rank table.
 // The layouts may be on different meshes of the same ranks in the same order, when their
 // meshes refine to one (see Refinement); otherwise this returns false and visits nothing.
 template <class AxisFn, class Visit>
