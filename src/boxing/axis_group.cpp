@@ -41,7 +41,7 @@ AxisGroup group_at(const StepView& step, int64_t leader_pos, bool with_boxes) {
       const Range a = step.from_boxes.leaf_range(e, old_leaf[e] + k * old_step[e]);
       const Range b = step.to_boxes.leaf_range(e, new_leaf[e] + k * new_step[e]);
       old_count *= a.size(), new_count *= b.size();
-      kept *= std::max<int64_t>(0, std::min(a.end, b.end) - std::max(a.begin, b.begin));
+      kept *= overlap(a, b);
     }
     g.old_counts.push_back(old_count);
     g.new_counts.push_back(new_count);

@@ -217,7 +217,7 @@ bool busiest_by_classes(const StepView& step, bool replicated, StepTraffic& out)
       std::span<const LayoutBoxes* const>(layouts), kExchangeFormula,
       [&](int64_t e, std::span<const int64_t> pieces) -> AxisValues {
         const Range x = from.leaf_range(e, pieces[0]), y = to.leaf_range(e, pieces[1]);
-        return {x.size(), y.size(), std::max<int64_t>(0, std::min(x.end, y.end) - std::max(x.begin, y.begin)),
+        return {x.size(), y.size(), overlap(x, y),
                 meetings.sources_per_target.along_piece(e, pieces[1]),
                 meetings.targets_per_source.along_piece(e, pieces[0])};
       },
@@ -262,7 +262,7 @@ StepTraffic exchange_traffic(const StepView& step) {
       if (!at.holds_values()) return;
       for (int64_t e = 0; e < step.shape.ndim(); ++e) {
         const Range x = from.leaf_range(e, at.pieces(e)[0]), y = to.leaf_range(e, at.pieces(e)[1]);
-        if (std::min(x.end, y.end) <= std::max(x.begin, y.begin)) return;
+        if (overlap(x, y) == 0) return;
       }
       ++local[piece_id([&](int64_t e) { return at.pieces(e)[0]; })];
     });

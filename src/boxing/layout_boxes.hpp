@@ -4,6 +4,7 @@
 // The arithmetic is split.hpp's (nested balanced parts along the mesh axes that split a tensor
 // axis); this adds what the planner needs at scale: ranges by position without allocating, and
 // how many pieces of a layout meet a range (the peers of a box, counted without listing them).
+#include <algorithm>
 #include <cstdint>
 #include <span>
 #include <unordered_map>
@@ -14,6 +15,9 @@
 #include "spsd/layout/split.hpp"
 
 namespace spsd::detail {
+
+// Elements two ranges of one tensor axis have in common.
+inline int64_t overlap(Range a, Range b) { return std::max<int64_t>(0, std::min(a.end, b.end) - std::max(a.begin, b.begin)); }
 
 class LayoutBoxes {
  public:
@@ -113,7 +117,7 @@ class LayoutBoxes {
     int64_t n = 1;
     for (int64_t e = 0; e < shape_->ndim() && n > 0; ++e) {
       const Range a = range(pos, e), b = other.range(other_pos, e);
-      n *= std::max<int64_t>(0, std::min(a.end, b.end) - std::max(a.begin, b.begin));
+      n *= detail::overlap(a, b);
     }
     return n;
   }

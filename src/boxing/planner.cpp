@@ -99,7 +99,7 @@ std::optional<Totals> missing_elements(const detail::LayoutBoxes& wanted, const 
       std::span<const detail::LayoutBoxes* const>(layouts), kMissingFormula,
       [&](int64_t e, std::span<const int64_t> pieces) -> detail::AxisValues {
         const Range w = wanted.leaf_range(e, pieces[0]), h = held.leaf_range(e, pieces[1]);
-        return {w.size(), std::max<int64_t>(0, std::min(w.end, h.end) - std::max(w.begin, h.begin)), 0, 0, 0};
+        return {w.size(), detail::overlap(w, h), 0, 0, 0};
       },
       [&](std::span<const detail::AxisValues> v, int64_t ranks, int64_t) {
         int64_t box = 1, shared = 1;
