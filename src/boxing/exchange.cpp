@@ -10,8 +10,13 @@
 // assigned so far (first in placement order on ties), which spreads the load over its copies;
 // that choice is made per piece, over the ranks that need that piece.
 #include <algorithm>
+#include <functional>
+#include <map>
 #include <optional>
+#include <queue>
 
+#include "least_loaded.hpp"
+#include "piece_requests.hpp"
 #include "primitive.hpp"
 #include "rank_classes.hpp"
 #include "spsd/kernel/box_copy.hpp"
@@ -36,19 +41,37 @@ std::vector<Served> serve_piece(const StepView& step, int64_t piece) {
   std::vector<int64_t> dsts;
   for (int64_t p : to.pieces_meeting(box)) to.for_each_holder(p, true, [&](int64_t d) { dsts.push_back(d); });
   if (to.replicas() > 1) std::sort(dsts.begin(), dsts.end());  // else one holder per piece, in order already
-  std::vector<int64_t> load(holders.size(), 0);
+  // The least-loaded holder, the first on ties: the smallest (load, holder number).
+  std::priority_queue<std::pair<int64_t, size_t>, std::vector<std::pair<int64_t, size_t>>, std::greater<>> least;
+  for (size_t h = 0; h < holders.size(); ++h) least.push({0, h});
   std::vector<Served> served;
   for (int64_t d : dsts) {
     const int64_t held = from.placement().position(to.placement().ranks()[d]);
     if (held >= 0 && from.piece_offset(held) == piece) continue;  // it holds the piece: a local copy
     const int64_t elements = to.overlap(d, from, piece);
-    size_t best = 0;
-    for (size_t h = 1; h < holders.size(); ++h)
-      if (load[h] < load[best]) best = h;
-    load[best] += elements;
+    auto [load, best] = least.top();
+    least.pop();
+    least.push({load + elements, best});
     served.push_back({d, holders[best], elements});
   }
   return served;
+}
+
+// The holder (position in the source) that serve_piece deals the request of target position
+// dst_pos for the piece, by blocks of requests (piece_requests.hpp) instead of one by one.
+int64_t serving_holder(const StepView& step, PieceRequests& requests, int64_t piece, int64_t dst_pos) {
+  const LayoutBoxes& from = step.from_boxes;
+  const std::vector<int64_t>& local = requests.local_copies(piece);
+  LeastLoaded dealer(from.replicas());
+  size_t next_local = 0;
+  int64_t taker = -1;
+  requests.for_each_block(piece, dst_pos, [&](const PieceRequests::Block& b, bool isolated) {
+    int64_t count = b.count;
+    for (; next_local < local.size() && local[next_local] < b.end; ++next_local) --count;
+    const int64_t h = dealer.deal(b.size, count, isolated ? 0 : -1);
+    if (isolated) taker = h;
+  });
+  return from.holders(piece, false)[taker];
 }
 
 // Along one tensor axis: how many target pieces meet a source piece's range, and whether they
@@ -57,17 +80,27 @@ struct AxisRequests {
   int64_t pieces = -1, part = 0;  // pieces -1: not found yet
   bool uniform = true;
 };
-using RequestMemo = std::vector<std::vector<AxisRequests>>;  // per tensor axis, per source piece number
 
 // The busiest holder of a replicated piece, without serving it when every request for it has the
 // same size (the usual case): the least-loaded rule then deals the requests out in turn, so the
-// first holder takes ceil(requests / holders) of them. Otherwise serve_piece decides.
+// first holder takes ceil(requests / holders) of them. Otherwise they are dealt block by block
+// (piece_requests.hpp, least_loaded.hpp).
 struct Busiest {
   int64_t elements = 0, messages = 0;
 };
+// What pricing remembers across the pieces of a replicated source.
+struct ReplicaMemo {
+  explicit ReplicaMemo(const StepView& step) : axes(step.shape.ndim()), requests(step.from_boxes, step.to_boxes) {}
+  std::vector<std::vector<AxisRequests>> axes;  // per tensor axis, per source piece number
+  PieceRequests requests;
+  // Uneven requests dealt, keyed by the blocks' number, then (block, local copies in it) for
+  // each block that has some.
+  std::map<std::vector<int64_t>, Busiest> dealt;
+  std::vector<int64_t> pattern;  // the key being looked up
+};
 // The piece is named by its numbers along the tensor axes (LayoutBoxes::piece_at); local_copies:
 // how many of its holders need part of it themselves, when known.
-Busiest busiest_holder(const StepView& step, std::span<const int64_t> leaves, RequestMemo& memo,
+Busiest busiest_holder(const StepView& step, std::span<const int64_t> leaves, ReplicaMemo& memo,
                        std::optional<int64_t> local_copies) {
   const LayoutBoxes &from = step.from_boxes, &to = step.to_boxes;
   int64_t size = 1, requests = to.replicas();
@@ -75,8 +108,8 @@ Busiest busiest_holder(const StepView& step, std::span<const int64_t> leaves, Re
   std::vector<int64_t> along;
   for (int64_t e = 0; e < step.shape.ndim() && uniform; ++e) {
     const int64_t leaf = leaves[e];
-    if (memo[e].empty()) memo[e].resize(from.leaf_count(e));
-    AxisRequests& a = memo[e][leaf];
+    if (memo.axes[e].empty()) memo.axes[e].resize(from.leaf_count(e));
+    AxisRequests& a = memo.axes[e][leaf];
     if (a.pieces < 0) {
       const Range range = from.leaf_range(e, leaf);
       along.clear();
@@ -94,16 +127,30 @@ Busiest busiest_holder(const StepView& step, std::span<const int64_t> leaves, Re
     uniform = a.uniform;
   }
   const int64_t piece = local_copies && uniform ? -1 : from.piece_at(leaves);  // its offset, where needed
-  if (!uniform) {
-    const std::vector<int64_t> holders = from.holders(piece, false);
-    Busiest b;
-    std::vector<int64_t> sent(holders.size(), 0), messages(holders.size(), 0);
-    for (const Served& s : serve_piece(step, piece)) {
-      const size_t h = std::lower_bound(holders.begin(), holders.end(), s.src_pos) - holders.begin();
-      b.elements = std::max(b.elements, sent[h] += s.elements);
-      b.messages = std::max(b.messages, messages[h] += 1);
+  if (!uniform) {  // dealt by blocks, once per pattern of blocks and local copies
+    const PieceRequests::Blocks b = memo.requests.blocks(piece);
+    std::vector<int64_t>& pattern = memo.pattern;
+    pattern.assign(1, b.id);
+    for (int64_t d : memo.requests.local_copies(piece)) {
+      const int64_t i = std::upper_bound(b.blocks.begin(), b.blocks.end(), d,
+                                         [](int64_t d, const PieceRequests::Block& x) { return d < x.end; }) -
+                        b.blocks.begin();
+      if (pattern.size() > 1 && pattern[pattern.size() - 2] == i) ++pattern.back();
+      else pattern.insert(pattern.end(), {i, 1});
     }
-    return b;
+    auto at = memo.dealt.find(pattern);
+    if (at == memo.dealt.end()) {
+      at = memo.dealt.try_emplace(pattern).first;
+      LeastLoaded dealer(from.replicas());
+      const std::vector<int64_t>& copies = at->first;
+      for (size_t i = 0, next = 1; i < b.blocks.size(); ++i) {
+        int64_t count = b.blocks[i].count;
+        if (next < copies.size() && copies[next] == static_cast<int64_t>(i)) count -= copies[next + 1], next += 2;
+        dealer.deal(b.blocks[i].size, count);
+      }
+      at->second = {dealer.max_load(), dealer.max_messages()};
+    }
+    return at->second;
   }
   // Holders that are value holders of the target and need part of the piece copy it locally.
   const int64_t k = from.replicas();  // its holders (a source of the exchange has no partial axis)
@@ -245,7 +292,7 @@ StepTraffic exchange_traffic(const StepView& step) {
   const int64_t elem = size_of(step.dtype);
   const bool replicated = from.replicas() > 1;
   StepTraffic out;
-  RequestMemo memo(replicated ? step.shape.ndim() : 0);
+  ReplicaMemo memo(step);
   if (replicated) {
     // Where both layouts are on the same ranks, the local copies of every piece in one pass over
     // the ranks (its holders are all of them), each piece named by its numbers along the axes.
@@ -347,6 +394,7 @@ std::vector<Transfer> my_transfers(const StepView& step, int64_t me) {
   const Roles r = roles_of(step, me);
   const bool replicated = from.replicas() > 1;
   std::vector<Transfer> transfers;
+  PieceRequests requests(from, to);
   if (r.receives) {
     const Box need = to.box(r.to_pos);
     const int64_t own = r.from_pos >= 0 ? from.piece_offset(r.from_pos) : -1;
@@ -354,8 +402,7 @@ std::vector<Transfer> my_transfers(const StepView& step, int64_t me) {
       int64_t src = from.placement().ranks()[piece];
       if (piece == own) src = me;
       else if (replicated)
-        for (const Served& s : serve_piece(step, piece))
-          if (s.dst_pos == r.to_pos) src = from.placement().ranks()[s.src_pos];
+        src = from.placement().ranks()[serving_holder(step, requests, piece, r.to_pos)];
       transfers.push_back({src, me, intersect(need, from.box(piece))});
     }
   }

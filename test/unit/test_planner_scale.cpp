@@ -100,6 +100,47 @@ TEST_CASE("on 64 ranks, prices from the rank classes are the busiest rank's traf
   CHECK(steps > 500);
 }
 
+TEST_CASE("a broadcast source with uneven pieces: dealt by blocks, the same as request by request", "[planner-scale]") {
+  // Each piece of a broadcast source goes to the ranks that need it from the least-loaded of its
+  // copies. Where the requests differ in size the price deals them by blocks of equal ones
+  // (piece_requests.hpp, least_loaded.hpp), while a rank's own traffic deals its piece request by
+  // request: the two must agree on the busiest sender, and senders must be the busiest in many
+  // of these steps for that to be checked.
+  const std::vector<Shape> meshes = {Shape{4, 4, 4}, Shape{2, 4, 8}, Shape{8, 8}, Shape{4, 16}, Shape{64}};
+  int64_t steps = 0, sender_busiest = 0;
+  for (const Shape& shape : {Shape{70, 29}, Shape{13, 100}, Shape{67, 67}})
+    for (const Shape& from_mesh : meshes)
+      for (const Shape& to_mesh : meshes) {
+        const Placement from = mesh_of(0, from_mesh), to = mesh_of(0, to_mesh);
+        const std::vector<NdSbp> xs = all_nd_sbps(from_mesh.ndim(), 2), ys = all_nd_sbps(to_mesh.ndim(), 2);
+        for (size_t i = 0; i < xs.size(); ++i) {
+          const NdSbp& x = xs[i];
+          bool broadcast = false, partial = false;
+          for (const Sbp& s : x) broadcast = broadcast || s.is_broadcast(), partial = partial || s.is_partial();
+          if (!broadcast || partial || x.size() == 3 && x[0].is_broadcast()) continue;
+          for (size_t j = 0; j < ys.size(); ++j) {
+            if ((i * 7 + j) % 5 != 0) continue;  // a spread-out sample of the pairs
+            auto plan = plan_boxing(shape, DType::kFloat32, {from, x}, {to, ys[j]});
+            if (plan->steps.size() != 1 || plan->steps[0].kind != StepKind::kExchange) continue;
+            const Step& s = plan->steps[0];
+            int64_t sent = 0, received = 0;
+            for (int64_t r = 0; r < 64; ++r) {
+              const RankTraffic t = s.traffic_of(r);
+              sent = std::max(sent, t.bytes_sent);
+              received = std::max(received, t.bytes_received);
+            }
+            INFO(plan->to_string());
+            REQUIRE(s.max_bytes() == std::max(sent, received));
+            sender_busiest += sent > received ? 1 : 0;
+            ++steps;
+          }
+        }
+      }
+  WARN(steps << " " << sender_busiest);
+  CHECK(steps > 2000);
+  CHECK(sender_busiest > 150);
+}
+
 TEST_CASE("planning on 4,096 and 16,384 ranks builds no per-rank state", "[planner-scale]") {
   const Shape shape{65536, 65536};
   const NdSbp s0s1{sbp::split(0), sbp::split(1)}, s1s0{sbp::split(1), sbp::split(0)};
