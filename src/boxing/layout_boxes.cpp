@@ -64,6 +64,13 @@ int64_t LayoutBoxes::count_pieces_meeting(int64_t e, int64_t begin, int64_t end)
     end = std::min(end, (*shape_)[e]);
     return begin < end ? (end - 1) / u - begin / u + 1 : 0;
   }
+  if (const std::vector<Range>& leaves = leaves_[e]; no_empty_leaf_[e]) {
+    // Leaves in range order, none empty: those from the first ending past begin to the first
+    // starting at or past end.
+    const auto first = std::upper_bound(leaves.begin(), leaves.end(), begin, [](int64_t x, const Range& r) { return x < r.end; });
+    const auto last = std::lower_bound(first, leaves.end(), end, [](const Range& r, int64_t x) { return r.begin < x; });
+    return last - first;
+  }
   if (counted_.empty()) counted_.resize(shape_->ndim());
   auto [it, added] = counted_[e].try_emplace(begin, end, 0);
   if (added || it->second.first != end) it->second = {end, leaves_meeting(Range{0, (*shape_)[e]}, parts_[e], begin, end)};

@@ -42,6 +42,7 @@ class LayoutBoxes {
     // lookup (the planner asks for millions at 16,384 ranks).
     leaves_.resize(shape.ndim());
     uniform_.assign(shape.ndim(), 0);
+    no_empty_leaf_.assign(shape.ndim(), false);
     leaf_count_.assign(shape.ndim(), 1);
     for (int64_t e = 0; e < shape.ndim(); ++e) {
       for (int64_t parts : parts_[e]) leaf_count_[e] *= parts;
@@ -60,6 +61,7 @@ class LayoutBoxes {
           for (int64_t k = 0; k < parts; ++k) next.push_back(nested_part(r, parts, k));
         leaves.swap(next);
       }
+      no_empty_leaf_[e] = std::none_of(leaves.begin(), leaves.end(), [](const Range& r) { return r.size() == 0; });
     }
   }
 
@@ -181,6 +183,7 @@ class LayoutBoxes {
   std::vector<std::vector<Range>> leaves_;      // per tensor axis, its pieces in coordinate order (unless uniform)
   std::vector<int64_t> uniform_;                // per tensor axis, the pieces' size if all equal, else 0
   std::vector<int64_t> leaf_count_;             // per tensor axis, its pieces
+  std::vector<bool> no_empty_leaf_;             // per tensor axis listed in leaves_: whether none is empty
   int64_t numel_ = 1;                           // every box's elements when all axes are uniform, else -1
   mutable std::vector<std::vector<int32_t>> leaf_of_;  // per tensor axis, per position; see index_positions
   // count_pieces_meeting's answers per tensor axis: begin -> (end, count).
