@@ -7,8 +7,9 @@
 // For each case, every NdSbp of the source to every NdSbp of the target, for three shapes and
 // (unless --quick) four dtypes, so that every call is a miss; then the last plan asked for again
 // 100000 times (hits). Prints a markdown table: plans, microseconds per miss and per hit.
-//   planning --ranks 256,1024,4096,16384
-// Cluster scale (issue 27): for each rank count n, a 65536 x 65536 float tensor on n/8 x 8 and
+//   planning --ranks 256,1024,4096,16384 [--extent 65600]
+// Cluster scale (issue 27): for each rank count n, a 65536 x 65536 float tensor (or extent x
+// extent: 65600 makes every split uneven) on n/8 x 8 and
 // n/64 x 8 x 8 meshes: the three conversions of docs/benchmarks.md's scale table (one plan miss
 // each), a matmul's first-call resolution for every pair of their 2-d layouts, and the memory a
 // cached plan holds. Each measurement uses ranks no earlier one used, so every call misses.
@@ -74,11 +75,11 @@ std::vector<int64_t> parse_counts(const char* text) {
 }
 
 // The scale sweep: milliseconds per plan miss and per resolution, bytes per cached plan.
-int sweep(const std::vector<int64_t>& counts) {
+int sweep(const std::vector<int64_t>& counts, int64_t extent) {
   using spsd::NdSbp;
   using spsd::Shape;
   namespace sbp = spsd::sbp;
-  const Shape shape{65536, 65536};
+  const Shape shape{extent, extent};
   const NdSbp s0s1{sbp::split(0), sbp::split(1)}, s1s0{sbp::split(1), sbp::split(0)}, s1b{sbp::split(1), sbp::broadcast};
   std::printf("| ranks | (S(0),S(1)) -> (S(1),S(0)) on 2-d | 3-d (S(0),P,S(1)) -> 1-d S(1) | "
               "3-d (S(0),S(1),B) -> 2-d (S(1),B) | matmul resolution, worst of 9 layout pairs | "
@@ -119,7 +120,15 @@ int sweep(const std::vector<int64_t>& counts) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc > 2 && std::strcmp(argv[1], "--ranks") == 0) return sweep(parse_counts(argv[2]));
+  if (argc > 2 && std::strcmp(argv[1], "--ranks") == 0) {
+    const bool extent_given = argc > 4 && std::strcmp(argv[3], "--extent") == 0;
+    const int64_t extent = extent_given ? std::strtoll(argv[4], nullptr, 10) : 65536;
+    if (extent < 1) {
+      std::fprintf(stderr, "planning: --extent takes a positive number of elements, got %s\n", argv[4]);
+      return 2;
+    }
+    return sweep(parse_counts(argv[2]), extent);
+  }
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   using spsd::Placement;
   using spsd::Shape;
