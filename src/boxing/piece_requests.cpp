@@ -34,9 +34,7 @@ PieceRequests::PieceRequests(const LayoutBoxes& from, const LayoutBoxes& to)
 }
 
 const PieceRequests::Meeting& PieceRequests::meeting(int64_t e, int64_t source_leaf) {
-  std::vector<Meeting>& memo = meetings_[e];
-  if (memo.empty()) memo.resize(from_.leaf_count(e));
-  Meeting& m = memo[source_leaf];
+  Meeting& m = meetings_[e][source_leaf];  // a map: a rank at run time asks for few of them
   if (m.lo >= 0) return m;
   const Range range = from_.leaf_range(e, source_leaf);
   // The target's pieces along e are in range order: the first that ends after the range begins,

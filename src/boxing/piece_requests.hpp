@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <map>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -68,10 +69,10 @@ class PieceRequests {
   std::vector<std::vector<int64_t>> span_;                        // [level][e]: leaves of e over mesh axes >= level
   std::vector<int64_t> positions_;                                // [level]: positions over mesh axes >= level
   std::vector<int64_t> broadcast_;                                // [level]: product of broadcast axes >= level
-  std::vector<std::vector<Meeting>> meetings_;                    // [e][source leaf], made when first asked
+  std::vector<std::unordered_map<int64_t, Meeting>> meetings_;    // [e][source leaf], made when first asked
   std::vector<std::map<std::vector<int64_t>, int64_t>> numbers_;  // [e]: lo, hi, parts -> Meeting::id
   std::map<std::vector<int64_t>, std::pair<int64_t, std::vector<Block>>> blocks_;  // Meeting ids -> number, blocks
-  std::vector<int64_t> local_, key_;
+  std::vector<int64_t> local_, key_;  // what local_copies returns; blocks' lookup key
   bool same_ranks_;  // both layouts on the same ranks in the same order: positions are the same
 };
 
