@@ -154,14 +154,7 @@ Busiest busiest_holder(const StepView& step, std::span<const int64_t> leaves, Re
   }
   // Holders that are value holders of the target and need part of the piece copy it locally.
   const int64_t k = from.replicas();  // its holders (a source of the exchange has no partial axis)
-  if (local_copies) {
-    requests -= *local_copies;
-  } else {
-    from.for_each_holder(piece, false, [&](int64_t h) {
-      const int64_t d = to.placement().position(from.placement().ranks()[h]);
-      if (d >= 0 && to.holds_value(d) && to.overlap(d, from, piece) > 0) --requests;
-    });
-  }
+  requests -= local_copies ? *local_copies : static_cast<int64_t>(memo.requests.local_copies(piece).size());
   const int64_t turns = (requests + k - 1) / k;
   return {turns * size, turns};
 }

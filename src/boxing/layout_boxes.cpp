@@ -58,19 +58,20 @@ void LayoutBoxes::pieces_meeting(int64_t e, int64_t begin, int64_t end, std::vec
   visit(visit, 0, Range{0, (*shape_)[e]}, 0);
 }
 
+Range LayoutBoxes::meeting_leaves(int64_t e, int64_t begin, int64_t end) const {
+  begin = std::max<int64_t>(begin, 0);
+  end = std::min(end, (*shape_)[e]);
+  if (begin >= end) return {0, 0};
+  if (const int64_t u = uniform_[e]; u > 0) return {begin / u, (end - 1) / u + 1};
+  // Leaves in range order: from the first ending past begin to the first starting at or past end.
+  const std::vector<Range>& leaves = leaves_[e];
+  const auto first = std::upper_bound(leaves.begin(), leaves.end(), begin, [](int64_t x, const Range& r) { return x < r.end; });
+  const auto last = std::lower_bound(first, leaves.end(), end, [](const Range& r, int64_t x) { return r.begin < x; });
+  return {first - leaves.begin(), last - leaves.begin()};
+}
+
 int64_t LayoutBoxes::count_pieces_meeting(int64_t e, int64_t begin, int64_t end) const {
-  if (const int64_t u = uniform_[e]; u > 0) {
-    begin = std::max<int64_t>(begin, 0);
-    end = std::min(end, (*shape_)[e]);
-    return begin < end ? (end - 1) / u - begin / u + 1 : 0;
-  }
-  if (const std::vector<Range>& leaves = leaves_[e]; no_empty_leaf_[e]) {
-    // Leaves in range order, none empty: those from the first ending past begin to the first
-    // starting at or past end.
-    const auto first = std::upper_bound(leaves.begin(), leaves.end(), begin, [](int64_t x, const Range& r) { return x < r.end; });
-    const auto last = std::lower_bound(first, leaves.end(), end, [](const Range& r, int64_t x) { return r.begin < x; });
-    return last - first;
-  }
+  if (uniform_[e] > 0 || no_empty_leaf_[e]) return meeting_leaves(e, begin, end).size();
   if (counted_.empty()) counted_.resize(shape_->ndim());
   auto [it, added] = counted_[e].try_emplace(begin, end, 0);
   if (added || it->second.first != end) it->second = {end, leaves_meeting(Range{0, (*shape_)[e]}, parts_[e], begin, end)};

@@ -150,10 +150,13 @@ class LayoutBoxes {
   // [begin, end): the parts of the split boundaries that meet it, level by level, so the cost is
   // the number found, not the number of pieces.
   void pieces_meeting(int64_t e, int64_t begin, int64_t end, std::vector<int64_t>& offsets) const;
-  // How many that would add, by arithmetic: a division where the pieces along e are equal, else
+  // How many that would add, by arithmetic: meeting_leaves where no piece along e is empty, else
   // two partly covered parts per level at most, remembered per range (the ranks asking share few
   // distinct ranges).
   int64_t count_pieces_meeting(int64_t e, int64_t begin, int64_t end) const;
+  // The numbers of the pieces along e whose ranges meet [begin, end), as a range (empty pieces
+  // between them included): by one division where the pieces are equal, else two binary searches.
+  Range meeting_leaves(int64_t e, int64_t begin, int64_t end) const;
   // The positions of the non-empty pieces meeting box, offsets of pieces (in position order);
   // then every holder of each: with value_only, the ranks of a partial layout that hold its
   // value (coordinate 0 of its partial axes), else all.

@@ -37,20 +37,9 @@ const PieceRequests::Meeting& PieceRequests::meeting(int64_t e, int64_t source_l
   Meeting& m = meetings_[e][source_leaf];  // a map: a rank at run time asks for few of them
   if (m.lo >= 0) return m;
   const Range range = from_.leaf_range(e, source_leaf);
-  // The target's pieces along e are in range order: the first that ends after the range begins,
-  // up to the first that begins at or after its end.
-  const int64_t leaves = to_.leaf_count(e);
-  auto first = [&](auto&& past) {
-    int64_t lo = 0, hi = leaves;
-    while (lo < hi) {
-      const int64_t mid = (lo + hi) / 2;
-      if (past(to_.leaf_range(e, mid))) hi = mid;
-      else lo = mid + 1;
-    }
-    return lo;
-  };
-  m.lo = first([&](Range r) { return r.end > range.begin; });
-  m.hi = std::max(m.lo, first([&](Range r) { return r.begin >= range.end; }));
+  const Range meeting = to_.meeting_leaves(e, range.begin, range.end);
+  m.lo = meeting.begin;
+  m.hi = meeting.end;
   m.part.resize(m.hi - m.lo);
   m.run_end.resize(m.hi - m.lo);
   for (int64_t t = m.lo; t < m.hi; ++t) m.part[t - m.lo] = overlap(to_.leaf_range(e, t), range);
