@@ -240,19 +240,26 @@ void define_comparison_and_math_rules(RuleTable& rules) {
   define_unary_rule<UnaryOp::kErf>(rules);
   define_unary_rule<UnaryOp::kSilu>(rules);
   define_unary_rule<UnaryOp::kGeluTanh>(rules);
-  // y = x^e: dy/dx = e x^(e-1), dy/de = y log x, taken as 0 where x == 0 and e >= 0 (torch's
-  // mask: 0 * log 0 would be NaN where the limit is 0).
+  // y = x^e: dy/dx = e x^(e-1), taken as 0 where e == 0 (y is the constant 1; the formula
+  // would give 0 * inf = NaN at x == 0), and dy/de = y log x, taken as 0 where x == 0 and e >= 0
+  // (0 * log 0 would be NaN where the limit is 0). Both masks are torch's.
   define_rule(rules, "pow", [](const auto& a) {
     using T = typename std::remove_cvref_t<decltype(a)>::value_type;
     const auto x = a.x(0), e = a.x(1);
-    if (a.wants(0)) a.set(0, sum_to(a.g() * e * spsd::pow(x, e - compute_t<T>(1)), a.shape(0)));
+    if (a.wants(0)) {
+      const auto dx = spsd::masked_fill(e * spsd::pow(x, e - compute_t<T>(1)), e == compute_t<T>(0), 0);
+      a.set(0, sum_to(a.g() * dx, a.shape(0)));
+    }
     if (a.wants(1)) {
       const GlobalTensor<bool> at_zero = (x == compute_t<T>(0)) & (e >= compute_t<T>(0));
       a.set(1, sum_to(spsd::masked_fill(a.g() * a.y() * spsd::log(x), at_zero, 0), a.shape(1)));
     }
   });
   define_rule(rules, "pow_scalar", [](const auto& a) {
-    a.set(0, a.g() * a.scalar() * spsd::pow(a.x(0), a.scalar() - 1));
+    using T = typename std::remove_cvref_t<decltype(a)>::value_type;
+    const auto g = a.g();
+    if (a.scalar() == 0) a.set(0, spsd::zeros<T>(g.shape(), g.placement(), without_partial(g.nd_sbp())));
+    else a.set(0, g * a.scalar() * spsd::pow(a.x(0), a.scalar() - 1));
   });
   // where(cond, a, b): g where cond holds to a, the rest to b (cond is bool: no gradient).
   define_rule(rules, "where", [](const auto& a) {

@@ -280,6 +280,59 @@ void results_with_nan(Run& run, const Placement& p) {
           [&] { expect_tensor(run, "div", u / 0.0f, Shape{5}, {kNaN, -kInf, kNaN, kInf, -kInf}); });
 }
 
+// Results an outside check found different from PyTorch on the same inputs (issue 38), in
+// every layout: a split that leaves some rank's piece empty (an axis of 3 on 4 ranks) included.
+void results_against_pytorch(Run& run, const Placement& p) {
+  const std::string on = " on " + p.to_string();
+  const NdSbp all_b(std::vector<Sbp>(p.mesh().ndim(), sbp::broadcast));
+  const Shape s33{3, 3};
+  // Rows of only -inf / +inf: a piece's max is the finite padding lowest() where the piece is
+  // empty, and no element equals it; torch gives 0, the first index.
+  const std::vector<float> rows = {-kInf, -kInf, -kInf, -kInf, 2, -kInf, kInf, kInf, kInf};
+  for (const NdSbp& l : layouts_for(p, s33)) {
+    const std::string in = " (x " + l.to_string() + on + ")";
+    const auto x = host<float>(s33, rows, p, l);
+    run.run("argmax: a row of only -inf gives 0, in every layout" + in, [&] {
+      expect_tensor(run, "argmax axis 1" + in, argmax(x, 1), Shape{3}, V{0, 1, 0});
+      expect_tensor(run, "argmax axis 0 keepdim" + in, argmax(x, 0, true), Shape{1, 3}, V{2, 2, 2});
+    });
+    run.run("argmin: a row of only +inf gives 0, in every layout" + in, [&] {
+      expect_tensor(run, "argmin axis 1" + in, argmin(x, 1), Shape{3}, V{0, 0, 0});
+      expect_tensor(run, "argmin axis 0" + in, argmin(x, 0), Shape{3}, V{0, 0, 0});
+    });
+    run.run("argmax: double, every element -inf" + in, [&] {
+      const auto d = host<double>(s33, std::vector<double>(9, -std::numeric_limits<double>::infinity()), p, l);
+      expect_tensor(run, "argmax double" + in, argmax(d, 1), Shape{3}, V{0, 0, 0});
+    });
+    // var over an axis of 3 with correction 3 (N - correction = 0): torch divides by 0, giving
+    // inf, or NaN where the squares sum to 0; a split axis must not turn a piece's 0 into NaN.
+    run.run("var: N - correction <= 0 gives inf, or NaN for a constant row" + in, [&] {
+      const auto v = host<float>(s33, {1, 2, 4, 5, 5, 5, -1, 0, 1}, p, l);
+      expect_tensor(run, "var correction 3" + in, var(v, {1}, false, 3), Shape{3}, {kInf, kNaN, kInf});
+      expect_tensor(run, "var correction 5" + in, var(v, {0}, true, 5), Shape{1, 3}, {kInf, kInf, kInf});
+    });
+  }
+  // pow's gradient to x where the exponent is 0: torch gives 0 (the formula e x^(e-1) would be
+  // 0 * inf = NaN at x == 0); the exponent's gradient where x == 0 and e >= 0 is 0 too.
+  const Shape s4{4};
+  for (const NdSbp& l : layouts_for(p, s4)) {
+    const std::string in = " (x " + l.to_string() + on + ")";
+    run.run("pow: the gradient where the exponent is 0 is 0, also at x == 0" + in, [&] {
+      auto x = host<float>(s4, {0, 0, 2, 0}, p, l);
+      auto e = host<float>(s4, {0, 1, 0, 2}, p, all_b);
+      x.requires_grad_();
+      e.requires_grad_();
+      backward(sum(spsd::pow(x, e)));
+      expect_tensor(run, "d/dx pow(x, e)" + in, x.grad(), s4, {0, 1, 0, 0});
+      expect_tensor(run, "d/de pow(x, e)" + in, e.grad(), s4, {0, 0, std::log(2.0f), 0});
+      auto x0 = host<float>(s4, {0, 0, 2, -1}, p, l);
+      x0.requires_grad_();
+      backward(sum(spsd::pow(x0, 0.0f)) + sum(spsd::pow(x0, 2.0f)));
+      expect_tensor(run, "d/dx pow(x, 0) + pow(x, 2)" + in, x0.grad(), s4, {0, 0, 4, -2});
+    });
+  }
+}
+
 void results_elsewhere(Run& run, const Placement& p) {
   const int64_t n = world_size(), r = rank();
   const Placement world = p;
@@ -515,6 +568,7 @@ int run_edge_cases(Failures& failures, std::set<std::string>& covered) {
   for (const Placement& p : placements) {
     results_at_zero_size(run, p);
     results_with_nan(run, p);
+    results_against_pytorch(run, p);
   }
   results_elsewhere(run, line);
   collective_errors(run, line);

@@ -72,13 +72,17 @@ void with_compare(CompareOp op, Body&& body) {
 }
 
 // argmax/argmin's candidate key of an element at index i along the reduced axis (of n): a NaN
-// ranks first (torch treats NaN as the extreme), then an element equal to the extreme m,
-// then nothing (INT64_MAX); the min over the axis of the keys is the first index of the extreme
-// (key - n when it is >= n).
+// ranks first (torch treats NaN as the extreme), then an element equal to the extreme m, then
+// an infinite element, then nothing (INT64_MAX). The min over the axis of the keys is the first
+// index of the extreme (key mod n). The infinite tier is for rows whose every element is -inf
+// (argmax; +inf for argmin) split with an empty piece: that piece's max is the finite padding
+// lowest() (operators.md, "Non-finite values"), so m is lowest() and no element equals it;
+// wherever some element equals m, its key is below every infinite one.
 template <class C>
 SPSD_HOST_DEVICE inline int64_t extreme_key(C x, C m, int64_t i, int64_t n) {
   if (x != x) return i;
-  return x == m ? n + i : INT64_MAX;
+  if (x == m) return n + i;
+  return x - x != x - x ? 2 * n + i : INT64_MAX;  // x - x is NaN for +-inf only
 }
 
 }  // namespace spsd::kernel

@@ -5,10 +5,11 @@
 //
 // Composed of global ops so that a split axis is never gathered:
 //   m    = max(x, axis, keepdim)        split axis: P(max) pieces, all-reduced (kept positions only)
-//   keys = extreme_keys(x, m)           per element: i for a NaN, n + i where x == m, else INT64_MAX
-//                                       (i the GLOBAL index along the axis, from the piece's box)
+//   keys = extreme_keys(x, m)           per element: i for a NaN, n + i where x == m, 2n + i where
+//                                       x is infinite, else INT64_MAX (i the GLOBAL index along
+//                                       the axis, from the piece's box; kernel/compare_ops.hpp)
 //   r    = min(keys, axis)              split axis: P(min), one small all-reduce (to B, once)
-//   r >= n ? r - n : r                  (where, on the reduced tensor)
+//   r - (r / n) * n                     r mod n, on the reduced tensor
 // extreme_keys' 1-d table: numpy-broadcast splits of (x, m) (m is B along the axis, whose size
 // it has 1);  (B, B) -> B.
 #include <string_view>
@@ -17,10 +18,9 @@
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/layout/layout.hpp"
 #include "spsd/op/broadcasting.hpp"
-#include "spsd/op/compare.hpp"
 #include "spsd/op/dispatch.hpp"
+#include "spsd/op/elementwise.hpp"
 #include "spsd/op/reduce.hpp"
-#include "spsd/op/where.hpp"
 
 namespace spsd {
 
@@ -74,7 +74,7 @@ GlobalTensor<int64_t> arg_extreme(std::string_view op, const GlobalTensor<T>& x,
   GlobalTensor<int64_t> first = spsd::min(keys, {a}, keepdim);
   // A split axis leaves P(min): reduce it once here, not once per op below.
   if (first.nd_sbp().has_partial()) first = first.to_global(without_partial(first.nd_sbp()));
-  return where(first >= n, first - n, first);
+  return first - (first / n) * n;
 }
 
 }  // namespace detail

@@ -26,6 +26,7 @@
 
 #include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
+#include "spsd/layout/layout.hpp"
 #include "spsd/op/dispatch.hpp"
 #include "spsd/op/elementwise.hpp"
 
@@ -162,7 +163,8 @@ GlobalTensor<T> min(const GlobalTensor<T>& x, std::vector<int64_t> axes = {}, bo
 // The variance over axes with Bessel's correction: sum((x - mean)^2) / (N - correction), N the
 // count of reduced elements; correction 1 (the default, torch's) is the sample variance, 0 the
 // population variance. Floating types. N - correction <= 0 divides by 0, as torch does (it
-// warns): NaN, or inf where the squares sum to nonzero; a negative correction is an spsd::Error.
+// warns): NaN where the squares sum to 0, else inf, in every layout; a negative correction is an
+// spsd::Error.
 // Composed of global ops (mean, sub, mul, sum, div), so its layouts and backward follow theirs:
 // on a split reduced axis the mean is a P(sum) all-reduced to B (one element per kept
 // position), the squared deviations stay split and their sum is a P(sum), never a gather.
@@ -174,7 +176,12 @@ GlobalTensor<T> var(const GlobalTensor<T>& x, std::vector<int64_t> axes = {}, bo
   int64_t n = 1;
   for (int64_t a : reduced) n *= x.shape()[a];
   const GlobalTensor<T> d = x - mean(x, reduced, true);
-  return sum(d * d, reduced, keepdim) / static_cast<compute_t<T>>(std::max<int64_t>(n - correction, 0));
+  GlobalTensor<T> squares = sum(d * d, reduced, keepdim);
+  const int64_t dof = std::max<int64_t>(n - correction, 0);
+  // A P(sum) divided by 0 would turn a piece's 0 into NaN (0 / 0) where one process gives inf:
+  // reduce the sum first (only for this degenerate case; otherwise the division stays partial).
+  if (dof == 0 && squares.nd_sbp().has_partial()) squares = squares.to_global(without_partial(squares.nd_sbp()));
+  return squares / static_cast<compute_t<T>>(dof);
 }
 
 // Compiled into the library (core/instances.hpp).
