@@ -14,8 +14,9 @@
 // Options: --epochs N (3), --batch N (100), --hidden N (1024), --lr X (1e-3), --seed N (1),
 // --train-limit N (all), --test-limit N (all), --csv FILE (loss per step), --data DIR,
 // --steps N (stop after N steps in all), --save DIR (checkpoint at the end: parameters, Adam's
-// state, the step), --resume DIR (continue from such a checkpoint: the same loss curve as a run
-// that never stopped; docs/checkpoints.md).
+// state, the step), --resume DIR (continue from such a checkpoint, on any number of ranks and
+// with any --parallel: the loss curve of a run that never stopped, bit for bit on the same ranks
+// and mode, up to rounding on others; docs/checkpoints.md).
 // Without the dataset-fashion-mnist package it trains on a small generated stand-in.
 //   tools/mpirun -np 4 build/examples/07_train_mlp --parallel 2d
 #include <algorithm>
@@ -133,7 +134,7 @@ int main(int argc, char** argv) {
     for (const auto& [name, p] : model.named_parameters()) std::printf(", %s %s", name.c_str(), p.nd_sbp().to_string().c_str());
     std::printf("\n");
   }
-  Adam<float> optimizer(model.parameters(), {.lr = o.lr});
+  Adam<float> optimizer(model.named_parameters(), {.lr = o.lr});
   GradScaler scaler;  // float16 only
   int64_t skipped = 0;
   const int64_t first = o.resume.empty() ? 0 : examples::resume_training(o.resume, model, optimizer);

@@ -146,7 +146,7 @@ int main(int argc, char** argv) {
                 o.dtype.c_str(), tokens.to_string().c_str(), layout("blocks.0.attn.q.weight").c_str(),
                 layout("blocks.0.attn.out.weight").c_str(), layout("tok.weight").c_str());
 
-  Adam<float> optimizer(model.parameters(), {.lr = o.lr});
+  Adam<float> optimizer(model.named_parameters(), {.lr = o.lr});
   GradScaler scaler;  // float16 only
   int64_t skipped = 0;
   std::mt19937_64 batches(o.seed);  // the same windows on every rank

@@ -17,7 +17,7 @@ int main(int argc, char** argv) {
   nn::TransformerBlock<float> block(init, {.dim = 32, .heads = 4, .hidden = 128, .dropout = 0.1});
   const nn::Plan plan{nn::data_parallel(), nn::sequence_parallel()};  // (batch, Megatron-SP)
   nn::parallelize(block, plan);              // q, k, v, fc1 S(1); out, fc2 S(0); the rest B
-  Adam<float> adam(block.parameters(), {.lr = 3e-3});
+  Adam<float> adam(block.named_parameters(), {.lr = 3e-3});
   for (int step = 1; step <= 30; ++step) {
     const GlobalTensor<float> x = randn<float>({8, 16, 32}, mesh, nn::input_layout(plan), step);  // (S(0), S(1))
     manual_seed(step);                       // this step's dropout masks, the same on every rank

@@ -63,6 +63,9 @@
 #include "spsd/autograd/grad_sync.hpp"
 #include "spsd/autograd/recompute.hpp"
 #include "spsd/autograd/optim.hpp"
+#include "spsd/autograd/lr_scheduler.hpp"
+#include "spsd/autograd/clip_grad.hpp"
+#include "spsd/autograd/saved_tensors.hpp"
 #include "spsd/autograd/grad_scaler.hpp"
 #include "spsd/io/checkpoint.hpp"
 // Modules and parallelization plans (docs/modules.md).

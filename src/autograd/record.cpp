@@ -10,9 +10,14 @@ uint64_t next_sequence() {
   return ++n;
 }
 
+uint64_t version_of(const GlobalData& t) { return t.local ? t.local->version() : 0; }
+
 void attach_node(std::shared_ptr<GradNode> node, std::shared_ptr<AutogradMeta>& out_meta) {
   node->backward = node->closure ? &closure_backward : backward_rule(node->op, node->output.dtype);
   node->sequence = next_sequence();
+  node->saved_versions.reserve(node->inputs.size() + 1);
+  for (const GlobalData& in : node->inputs) node->saved_versions.push_back(version_of(in));
+  node->saved_versions.push_back(version_of(node->output));
   out_meta = std::make_shared<AutogradMeta>();
   out_meta->requires_grad = true;
   out_meta->grad_fn = std::move(node);

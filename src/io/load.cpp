@@ -95,6 +95,7 @@ void load_checkpoint(const std::string& dir, StateDict& into) {
     const int64_t bytes = box_of(d.shape, d.placement, d.nd_sbp, rank()).numel() * size_of(d.dtype);
     copy_bytes(d.local->data(), d.placement.device_type(), std::as_const(*value.local).data(), d.placement.device_type(),
                bytes);
+    d.local->bump_version();  // written in place: a graph that saved the tensor must not use it
   }
 }
 

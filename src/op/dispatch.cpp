@@ -61,6 +61,9 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
   TraceRecorder* const recorder = tls_trace_recorder;  // null unless SPSD_TRACE: the one test when off
   const TraceClock::time_point begin = recorder ? TraceClock::now() : TraceClock::time_point{};
   SPSD_CHECK(!inputs.empty(), op.name, "needs at least one input");
+  for (size_t i = 0; i < inputs.size(); ++i)
+    SPSD_CHECK(inputs[i].shape != nullptr, op.name, "input ", i, " is undefined (a default-constructed GlobalTensor<",
+               inputs[i].dtype, ">): assign a tensor to it before using it");
   const Placement& placement = *inputs[0].placement;
   for (size_t i = 1; i < inputs.size(); ++i)
     SPSD_CHECK(*inputs[i].placement == placement, op.name, "inputs must share one placement: input 0 is on ",

@@ -10,6 +10,16 @@
 
 namespace spsd::detail {
 
+const Placement& undefined_placement() {
+  static const Placement placement("cpu", {0});
+  return placement;
+}
+
+void throw_undefined(std::string_view op, DType dtype) {
+  throw_error(op, "the tensor is undefined (a default-constructed GlobalTensor<", dtype,
+              ">): assign a tensor to it before using it");
+}
+
 void check_global_layout(std::string_view op, const Shape& shape, const Placement& placement, const NdSbp& nd_sbp) {
   check_layout(op, shape, placement.mesh(), nd_sbp);
   check_placement(op, placement);

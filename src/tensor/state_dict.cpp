@@ -1,5 +1,5 @@
-// StateDict (io/checkpoint.hpp): named global tensors of any element type.
-#include "spsd/io/checkpoint.hpp"
+// StateDict (tensor/state_dict.hpp): named global tensors of any element type.
+#include "spsd/tensor/state_dict.hpp"
 
 namespace spsd {
 
@@ -8,6 +8,13 @@ void StateDict::check_name(const std::string& name) {
   for (char c : name)
     SPSD_CHECK(c > ' ' && c < 127, "StateDict::insert", "name \"", name,
                "\" must be printable ASCII without spaces (it is a word of the checkpoint manifest)");
+}
+
+void StateDict::merge(const StateDict& other) {
+  for (const auto& [name, d] : other.entries_)
+    SPSD_CHECK(!entries_.count(name), "StateDict::merge", "both state dicts hold a tensor named \"", name,
+               "\" (give one of them a prefix: model.state_dict(\"model.\"), optimizer.state_dict(\"optim.\"))");
+  entries_.insert(other.entries_.begin(), other.entries_.end());
 }
 
 std::vector<std::string> StateDict::names() const {

@@ -7,6 +7,10 @@
 // reaching one tensor twice are added (with add: the two may have different layouts, the
 // resolver boxes one). Leaves accumulate into grad() across calls until zero_grad().
 // Backward runs with grad mode off: gradients are not differentiable (no double backward).
+// Once backward has run through a node, the node drops what it saved (unless
+// BackwardOptions::retain_graph): a second backward through the same graph is an spsd::Error,
+// as is a backward through a node whose saved tensor was written in place since the forward
+// pass (autograd/saved_tensors.hpp).
 //
 // BackwardOptions::reduce_gradients_early (on by default): once no node left to run takes a
 // leaf as input, the leaf's gradient of this call is final and is boxed right away into the
@@ -26,6 +30,7 @@
 
 #include "spsd/autograd/grad_sync.hpp"
 #include "spsd/autograd/node.hpp"
+#include "spsd/autograd/saved_tensors.hpp"
 #include "spsd/boxing/to_layout.hpp"
 #include "spsd/core/instances.hpp"
 #include "spsd/op/elementwise.hpp"
@@ -35,6 +40,11 @@
 namespace spsd {
 
 struct BackwardOptions {
+  // Keep what the graph saved, so that another backward can run through it (as torch's
+  // retain_graph). Off: each node's saved tensors are dropped once backward has run through it,
+  // and a second backward through the graph is an Error (autograd/saved_tensors.hpp) instead of
+  // adding the same gradients again.
+  bool retain_graph = false;
   // Box each leaf's gradient into the leaf's own layout as soon as this call has all of it, so
   // the reduction overlaps the rest of backward (see above). false: the layout backward gave.
   bool reduce_gradients_early = true;
@@ -127,6 +137,8 @@ inline void run_backward(AutogradMeta& root, const GlobalData& root_data, const 
     else reduced.emplace_back(&root, reduce_leaf(root, seed, root_data));
   } else {
     const std::vector<GradNode*> order = nodes_before(root.grad_fn.get());
+    // A nested backward (checkpoint()'s recomputed segment) runs on a graph it just made.
+    if (!outer_options) check_saved_tensors(order);
     auto early_leaf = [&](const GradNode& node, size_t i) {
       const auto& meta = node.input_meta[i];
       return meta && !meta->grad_fn && reduces_early(options, node.inputs[i]) && !kept(meta.get());
@@ -158,6 +170,7 @@ inline void run_backward(AutogradMeta& root, const GlobalData& root_data, const 
         if (!g.empty() && g.mapped())
           reduced.emplace_back(g.key(), reduce_leaf(*g.key(), std::move(*g.mapped()), leaf));
       }
+      if (!options.retain_graph) free_saved_tensors(node);
     }
   }
   for (auto& [leaf, g] : reduced) {

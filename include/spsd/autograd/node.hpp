@@ -36,6 +36,13 @@ struct GradNode {
   std::function<void(const GradNode& node, const GlobalData& grad_out, GradList& grad_in)> closure;
   uint64_t sequence = 0;                                  // program order on this rank
   std::optional<GlobalData> grad_out;                     // summed during a backward pass
+  // The versions of the saved pieces (Storage::version) when the node was recorded, inputs then
+  // the output (0 where this rank holds no piece): backward refuses a node whose saved tensor
+  // was written in place since (autograd/saved_tensors.hpp).
+  std::vector<uint64_t> saved_versions;
+  // Set once backward ran through the node without retain_graph: its saved pieces are dropped
+  // (memory back), and a second backward through it is an Error.
+  bool freed = false;
 };
 
 inline void closure_backward(const GradNode& node, const GlobalData& grad_out, GradList& grad_in) {

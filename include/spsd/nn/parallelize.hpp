@@ -2,7 +2,9 @@
 // nn::parallelize(model, plan): lays a single-device model out as plan says (nn/plan.hpp). Each
 // parameter moves to its layout (from B, a split is a local slice: no communication) and stays a
 // leaf that requires grad; matched modules get their boundary layouts. Make the optimizer after,
-// from model.parameters(): it then holds the laid-out tensors.
+// from model.named_parameters(): it then holds the laid-out tensors. A parameter moves into a
+// new tensor (its layout is part of the value): an optimizer made before still holds the old
+// one, and its step() and zero_grad() throw spsd::Error saying so.
 #include <string>
 #include <vector>
 
@@ -84,8 +86,11 @@ void parallelize(Module<T>& model, const Plan& plan) {
     }
     const NdSbp layout(std::move(target));
     if (layout == slot->nd_sbp()) continue;
+    const std::shared_ptr<spsd::detail::AutogradMeta> old_meta = slot->autograd_meta();
     *slot = slot->detach().to_global(layout);
     slot->requires_grad_();
+    // An optimizer made before holds the old tensor: it must refuse to step what the model dropped.
+    if (old_meta) old_meta->replaced_by = spsd::detail::concat("nn::parallelize (the model's ", name, " is now ", slot->describe(), ")");
   }
   for (size_t a = 0; a < ndim; ++a)
     detail::check_all_used(plan.axes[a], "parameter", plan.axes[a].parameters, used[a], parameter_names);

@@ -150,6 +150,8 @@ struct InputRef {
 
 template <Element T>
 InputRef input_ref(const GlobalTensor<T>& t) {
+  // An undefined tensor: null references, which prepare_op reports naming the op and the input.
+  if (!t.defined()) return {nullptr, dtype_of<T>, nullptr, nullptr, nullptr, &t.autograd_meta()};
   return {&t.shape(), dtype_of<T>, &t.placement(), &t.nd_sbp(), &t.to_local().storage(), &t.autograd_meta()};
 }
 

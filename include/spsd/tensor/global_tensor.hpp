@@ -56,11 +56,22 @@ struct AutogradMeta {
   bool requires_grad = false;
   std::shared_ptr<GradNode> grad_fn;  // null for a leaf (a tensor the user made, not an op)
   std::optional<GlobalData> grad;     // leaves: the gradient accumulated by backward
+  // Set when another tensor took this one's place in a model (nn::parallelize re-lays a
+  // parameter into a new tensor): an optimizer that holds this one refuses to step it.
+  std::string replaced_by;
 };
 
 // "(4, 5) float32 (S(0), B) on placement(...)", for error messages.
 inline std::string describe(const GlobalData& t) {
   return concat(t.shape, " ", to_string(t.dtype), " ", t.nd_sbp, " on ", t.placement);
+}
+
+// What an undefined GlobalTensor holds until a tensor is assigned to it (never read).
+const Placement& undefined_placement();
+// Throws unless defined, naming op and the tensor's element type (GlobalTensor's accessors).
+[[noreturn]] void throw_undefined(std::string_view op, DType dtype);
+inline void check_defined(bool defined, std::string_view op, DType dtype) {
+  if (!defined) [[unlikely]] throw_undefined(op, dtype);
 }
 
 }  // namespace detail
@@ -79,15 +90,35 @@ class GlobalTensor {
         nd_sbp_(normalize_axes(std::move(nd_sbp), shape_.ndim())),
         local_(std::move(local)) {}
 
-  const Shape& shape() const { return shape_; }
-  const Placement& placement() const { return placement_; }
-  const NdSbp& nd_sbp() const { return nd_sbp_; }
+  // An undefined tensor: a slot to assign a tensor to later (a member, a container's element, a
+  // branch's result), as torch's C++ at::Tensor(). Every use of it but assigning to it,
+  // defined(), describe() and the autograd queries (requires_grad(), is_leaf(), has_grad(),
+  // zero_grad()) throws spsd::Error; an op given one names itself and the input.
+  GlobalTensor() : placement_(detail::undefined_placement()), nd_sbp_(sbp::broadcast), defined_(false) {}
+  bool defined() const { return defined_; }
+
+  const Shape& shape() const {
+    detail::check_defined(defined_, "GlobalTensor::shape", dtype_of<T>);
+    return shape_;
+  }
+  const Placement& placement() const {
+    detail::check_defined(defined_, "GlobalTensor::placement", dtype_of<T>);
+    return placement_;
+  }
+  const NdSbp& nd_sbp() const {
+    detail::check_defined(defined_, "GlobalTensor::nd_sbp", dtype_of<T>);
+    return nd_sbp_;
+  }
   DType dtype() const { return dtype_of<T>; }
   // This rank's component; undefined (numel 0) on a rank outside the placement.
-  const Tensor<T>& to_local() const { return local_; }
+  const Tensor<T>& to_local() const {
+    detail::check_defined(defined_, "GlobalTensor::to_local", dtype_of<T>);
+    return local_;
+  }
 
   // Boxing to another layout: collective over the ranks of both placements; others return at once.
   GlobalTensor to_global(const Placement& placement, const NdSbp& nd_sbp) const {
+    detail::check_defined(defined_, "to_global", dtype_of<T>);
     const detail::GlobalData in = data();
     std::optional<NdSbp> storage;
     const NdSbp& target = normalize_axes(nd_sbp, shape_.ndim(), storage);
@@ -100,6 +131,7 @@ class GlobalTensor {
   // Collective over the placement: the whole logical tensor on every rank of it (undefined
   // elsewhere), as OneFlow's numpy(); in host memory whatever the placement's device.
   Tensor<T> full() const {
+    detail::check_defined(defined_, "GlobalTensor::full", dtype_of<T>);
     NdSbp all_broadcast(std::vector<Sbp>(placement_.mesh().ndim(), sbp::broadcast));
     return to_global(placement_, all_broadcast).to_local().to(DeviceType::kCPU);
   }
@@ -111,12 +143,16 @@ class GlobalTensor {
   // axes); P axes of different ops are first reduced within the placement (boxing to B). On a
   // cuda placement, one device -> host copy of the element.
   T item() const {
+    detail::check_defined(defined_, "GlobalTensor::item", dtype_of<T>);
     T value{};
     detail::item_of(data(), &value);
     return value;
   }
 
-  detail::GlobalData data() const { return {shape_, dtype_of<T>, placement_, nd_sbp_, local_.storage()}; }
+  detail::GlobalData data() const {
+    detail::check_defined(defined_, "GlobalTensor::data", dtype_of<T>);
+    return {shape_, dtype_of<T>, placement_, nd_sbp_, local_.storage()};
+  }
   // The inverse of data(): wraps a dtype-erased global tensor (this rank's piece is its box).
   static GlobalTensor from_data(const detail::GlobalData& d) {
     SPSD_CHECK(d.dtype == dtype_of<T>, "GlobalTensor", "data of dtype ", d.dtype, " wrapped as ", dtype_of<T>);
@@ -134,6 +170,7 @@ class GlobalTensor {
   // Marks a leaf as a parameter: backward(loss) accumulates d loss / d this into grad(). Copies
   // made before this call do not share the flag; copies made after do.
   GlobalTensor& requires_grad_(bool on = true) {
+    detail::check_defined(defined_, "requires_grad_", dtype_of<T>);
     SPSD_CHECK(!on || is_floating(dtype_of<T>), "requires_grad_", "only floating tensors have gradients; this is ",
                describe());
     SPSD_CHECK(is_leaf(), "requires_grad_", "only leaves can change requires_grad; this tensor is the output of an op (",
@@ -148,6 +185,7 @@ class GlobalTensor {
   // gradient all-reduced during backward); with BackwardOptions{.reduce_gradients_early =
   // false}, in the layout the backward ops produced (the optimizer boxes it).
   GlobalTensor grad() const {
+    detail::check_defined(defined_, "grad", dtype_of<T>);
     SPSD_CHECK(requires_grad(), "grad", "the tensor ", describe(), " does not require grad (call requires_grad_() "
                "before the forward pass)");
     SPSD_CHECK(is_leaf(), "grad", "the tensor ", describe(), " is not a leaf; backward keeps gradients of leaves only");
@@ -160,10 +198,15 @@ class GlobalTensor {
     if (autograd_) autograd_->grad.reset();
   }
   // The same values (shared storage) outside autograd: a leaf that does not require grad.
-  GlobalTensor detach() const { return GlobalTensor(shape_, placement_, nd_sbp_, local_); }
+  GlobalTensor detach() const {
+    detail::check_defined(defined_, "detach", dtype_of<T>);
+    return GlobalTensor(shape_, placement_, nd_sbp_, local_);
+  }
   // In place: this tensor's pieces take src's values (boxed into this layout first). Every copy
   // of this tensor, and every graph that saved it, sees the new values (as torch's copy_).
   void copy_(const GlobalTensor& src) {
+    detail::check_defined(defined_, "copy_", dtype_of<T>);
+    detail::check_defined(src.defined_, "copy_ (src)", dtype_of<T>);
     SPSD_CHECK(src.shape() == shape_, "copy_", "shapes differ: this is ", describe(), ", src is ", src.describe());
     // A raw piece smaller than its box is neither written nor read past its end.
     detail::check_piece("copy_", "this tensor", shape_, dtype_of<T>, placement_, nd_sbp_, local_.storage().get());
@@ -177,8 +220,9 @@ class GlobalTensor {
     const int64_t numel = box_of(shape_, placement_, nd_sbp_, rank()).numel();
     const DeviceType device = placement_.device_type();
     detail::copy_bytes(local_.data(), device, moved.to_local().data(), device, numel * static_cast<int64_t>(sizeof(T)));
+    local_.storage()->bump_version();  // a graph that saved this tensor must not use the new values
   }
-  std::string describe() const { return detail::describe(data()); }
+  std::string describe() const { return defined_ ? detail::describe(data()) : "an undefined tensor"; }
 
   const std::shared_ptr<detail::AutogradMeta>& autograd_meta() const { return autograd_; }
   std::shared_ptr<detail::AutogradMeta>& autograd_meta() { return autograd_; }
@@ -189,6 +233,7 @@ class GlobalTensor {
   NdSbp nd_sbp_;
   Tensor<T> local_;
   std::shared_ptr<detail::AutogradMeta> autograd_;  // null: not part of autograd
+  bool defined_ = true;
 };
 
 template <Element T>

@@ -73,6 +73,13 @@ class Storage final : public detail::TrackedBuffer {
   int64_t bytes() const { return bytes_; }
   DeviceType device_type() const { return device_; }
 
+  // The version counter (as torch's): the in-place writers of the library (GlobalTensor::copy_,
+  // an optimizer's step, load_checkpoint) count every write into bytes that may be shared, so
+  // that backward finds a tensor it saved modified since (autograd/node.hpp). Writes through
+  // data() are not counted: ops write only storages they allocated.
+  uint64_t version() const { return version_; }
+  void bump_version() { ++version_; }
+
  private:
   static constexpr size_t kAlignment = 64;  // a cache line; also what AVX-512 loads like
   struct Pending {};
@@ -95,6 +102,7 @@ class Storage final : public detail::TrackedBuffer {
     return bytes_ > 0 ? (bytes_ + a - 1) / a * a : a;
   }
   void* data_ = nullptr;
+  uint64_t version_ = 0;
   int64_t bytes_;
   DeviceType device_;
   std::shared_ptr<DeviceAllocator> owner_;  // device memory only: where the block goes back
