@@ -289,7 +289,11 @@ void results_against_pytorch(Run& run, const Placement& p) {
   // Rows of only -inf / +inf: a piece's max is the finite padding lowest() where the piece is
   // empty, and no element equals it; torch gives 0, the first index.
   const std::vector<float> rows = {-kInf, -kInf, -kInf, -kInf, 2, -kInf, kInf, kInf, kInf};
-  for (const NdSbp& l : layouts_for(p, s33)) {
+  // On the 2x2 mesh also both mesh axes on one tensor axis: 3 split in 4 nested parts.
+  std::vector<NdSbp> layouts = layouts_for(p, s33);
+  if (p.mesh().ndim() == 2)
+    for (int64_t d : {0, 1}) layouts.push_back(NdSbp{sbp::split(d), sbp::split(d)});
+  for (const NdSbp& l : layouts) {
     const std::string in = " (x " + l.to_string() + on + ")";
     const auto x = host<float>(s33, rows, p, l);
     run.run("argmax: a row of only -inf gives 0, in every layout" + in, [&] {

@@ -78,6 +78,13 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
   const GlobalTensor<float> raw_axes(Shape{2}, p, two_axes, two), raw_beyond(Shape{2}, beyond, B, two),
       raw_small(Shape{8}, p, B, two), raw_empty(Shape{2}, p, B, Tensor<float>());
   auto leaf = [&] { return GlobalTensor<float>(ones<float>({2, 2}, p, B)).requires_grad_(); };
+  // A graph an earlier backward ran through, and one whose saved tensor was written since (issue 38).
+  const auto freed_w = leaf();
+  const GlobalTensor<float> freed_loss = sum(freed_w * freed_w);
+  backward(freed_loss);
+  auto stale_w = leaf();
+  const GlobalTensor<float> stale_loss = sum(exp(stale_w));
+  stale_w.copy_(zeros<float>({2, 2}, p, B));
 
   const std::vector<Case> more = {
       // core
@@ -457,13 +464,13 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
          NoGradGuard guard;
          backward(sum(w * w));
        }, {"backward", "does not require grad", "NoGradGuard"}},
-      {"SGD: no parameters", [] { SGD<float>({}, {}); }, {"SGD", "at least one parameter"}},
+      {"SGD: no parameters", [] { SGD<float>(std::vector<GlobalTensor<float>>{}, {}); }, {"SGD", "at least one parameter"}},
       {"GradScaler: init_scale 0", [] { GradScaler({.init_scale = 0}); }, {"GradScaler", "init_scale", "got 0"}},
       {"GradScaler: backoff_factor 1.5", [] { GradScaler({.backoff_factor = 1.5}); },
        {"GradScaler", "backoff_factor", "1.5"}},
       {"SGD: a parameter without requires_grad", [&] { SGD<float>({x}, {}); },
        {"SGD", "parameter 0", "(4, 3) float32", "requires_grad_()"}},
-      {"SGD: lr -1", [&] { SGD<float>({leaf()}, {.lr = -1}); }, {"SGD", "lr must be in [0, inf]", "got -1"}},
+      {"SGD: lr -1", [&] { SGD<float>({leaf()}, {.lr = -1}); }, {"SGD", "lr must be finite and >= 0", "got -1"}},
       {"SGD: momentum 2", [&] { SGD<float>({leaf()}, {.momentum = 2}); }, {"SGD", "momentum must be in [0, 1]", "got 2"}},
       {"SGD: nesterov without momentum", [&] { SGD<float>({leaf()}, {.nesterov = true}); },
        {"SGD", "nesterov needs momentum > 0"}},
@@ -494,6 +501,45 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
        },
        {"Adam", "load_state: exp_avg_sq 0 is (3,) float32", "its parameter is (2, 2) float32"}},
       {"AdamW: beta2 NaN", [&] { AdamW<float>({leaf()}, {.beta2 = std::nan("")}); }, {"AdamW", "beta2", "got nan"}},
+      // issue 38: misuse that gave silent wrong results, and the training utilities' arguments
+      {"backward: through a graph an earlier backward ran through", [&] { backward(freed_loss); },
+       {"backward", "freed by an earlier backward", "retain_graph = true"}},
+      {"backward: a saved tensor written by copy_ since the forward pass", [&] { backward(stale_loss); },
+       {"backward", "input 0 of exp", "modified in place", "is at version 1, it was saved at version 0"}},
+      {"GlobalTensor::GlobalTensor: an undefined tensor given to an op", [&] { relu(GlobalTensor<float>()); },
+       {"relu", "input 0 is undefined", "GlobalTensor<float32>"}},
+      {"GlobalTensor::defined: false, and the shape of such a tensor",
+       [&] { GlobalTensor<float> u; if (!u.defined()) (void)u.shape(); }, {"GlobalTensor::shape", "undefined"}},
+      {"SGD: a parameter name with a space", [&] { SGD<float>({{"a b", leaf()}}, {}); },
+       {"SGD", "parameter 0 is named \"a b\"", "without spaces"}},
+      {"SGD: two parameters of one name", [&] { SGD<float>({{"w", leaf()}, {"w", leaf()}}, {}); },
+       {"SGD", "parameter 1 is named \"w\" like an earlier one"}},
+      {"Optimizer::set_lr: -1", [&] { SGD<float>({leaf()}, {}).set_lr(-1); }, {"SGD.set_lr", "finite and >= 0", "-1"}},
+      {"Optimizer::load_state_dict: an empty state dict", [&] { Adam<float>({leaf()}, {}).load_state_dict(StateDict{}); },
+       {"Adam.load_state_dict", "the state dict has no \"state.0.exp_avg\""}},
+      {"StateDict::merge: a name both hold",
+       [&] { StateDict a, b; a.insert("w", x); b.insert("w", x); a.merge(b); }, {"StateDict::merge", "\"w\""}},
+      {"LinearWarmup: warmup_steps 0", [&] { Adam<float> a({leaf()}, {}); LinearWarmup s(a, {}); },
+       {"LinearWarmup", "warmup_steps must be >= 1, got 0"}},
+      {"CosineWithWarmup: total_steps 3 with warmup_steps 5",
+       [&] { Adam<float> a({leaf()}, {}); CosineWithWarmup s(a, {.warmup_steps = 5, .total_steps = 3}); },
+       {"CosineWithWarmup", "total_steps (3) must be greater than warmup_steps (5)"}},
+      {"StepDecay: gamma 2", [&] { Adam<float> a({leaf()}, {}); StepDecay s(a, {.step_size = 2, .gamma = 2}); },
+       {"StepDecay", "gamma must be in [0, 1], got 2"}},
+      {"LambdaLR: a function giving NaN",
+       [&] { Adam<float> a({leaf()}, {}); LambdaLR s(a, [](int64_t) { return std::nan(""); }); },
+       {"LambdaLR", "the factor at step 0 is nan"}},
+      {"LRScheduler::load_state_dict: no last_step",
+       [&] { Adam<float> a({leaf()}, {}); StepDecay s(a, {.step_size = 2}); s.load_state_dict(StateDict{}, "x."); },
+       {"StepDecay.load_state_dict", "no \"x.last_step\""}},
+      {"clip_grad_norm_: max_norm -1", [&] { clip_grad_norm_<float>({leaf()}, -1); },
+       {"clip_grad_norm_", "max_norm must be >= 0, got -1"}},
+      {"clip_grad_norm_: norm_type 0", [&] { clip_grad_norm_<float>({leaf()}, 1, 0); },
+       {"clip_grad_norm_", "norm_type must be > 0", "got 0"}},
+      {"clip_grad_norm_: a parameter that does not require grad", [&] { clip_grad_norm_<float>({x}, 1); },
+       {"clip_grad_norm_", "parameter 0", "must be a leaf that requires grad"}},
+      {"clip_grad_value_: clip_value -0.5", [&] { clip_grad_value_<float>({leaf()}, -0.5); },
+       {"clip_grad_value_", "clip_value must be >= 0, got -0.5"}},
   };
   cases.insert(cases.end(), more.begin(), more.end());
 
@@ -636,9 +682,20 @@ int run_api_cases(Failures& failures, std::set<std::string>& covered, int64_t n,
 //   autograd/grad_scaler.hpp GradScaler (options out of range; its step/skip logic: grad_scaler_suite)
 //   runtime/matmul_precision.hpp set_matmul_precision (invalid value)
 //   autograd/optim.hpp      SGD, Adam, AdamW (no parameters, not requiring grad, listed twice,
-//                           partial, options out of range, load_state: entry count, shape,
-//                           steps, nothing taken when rejected), Optimizer::step (e: no gradient),
-//                           Optimizer::zero_grad (e)
+//                           partial, options out of range, names with spaces or repeated,
+//                           load_state: entry count, shape, steps, nothing taken when rejected),
+//                           Optimizer::step (e: no gradient), Optimizer::zero_grad (e),
+//                           Optimizer::set_lr (negative), Optimizer::load_state_dict (missing
+//                           entry); state_dict, lr and an optimizer made before nn::parallelize:
+//                           test/common/training_checks.cpp
+//   autograd/lr_scheduler.hpp LinearWarmup, CosineWithWarmup, StepDecay, LambdaLR (options, a
+//                           factor that is not finite), LRScheduler::load_state_dict (missing entry)
+//   autograd/clip_grad.hpp  clip_grad_norm_ (max_norm, norm_type, a parameter without grad),
+//                           clip_grad_value_ (clip_value)
+//   autograd/saved_tensors.hpp (through backward: a freed graph, a saved tensor written since)
+//   tensor/state_dict.hpp   StateDict::merge (a name both hold)
+//   tensor/global_tensor.hpp GlobalTensor::GlobalTensor (an undefined tensor given to an op),
+//                           GlobalTensor::defined
 // Not listed: spsd::kernel (internal: called by the ops only, after their checks), spsd::detail,
 // and io/checkpoint.hpp (its own suite).
 const std::vector<std::string>& public_api() {
@@ -677,6 +734,10 @@ const std::vector<std::string>& public_api() {
       "rsqrt", "erf", "silu", "pow", "var", "lt", "le", "gt", "ge", "eq", "ne", "operator<", "operator<=", "operator>",
       "operator>=", "operator==", "operator!=", "logical_and", "logical_or", "logical_not", "where", "masked_fill",
       "argmax", "argmin",
+      // issue 38
+      "GlobalTensor::GlobalTensor", "GlobalTensor::defined", "Optimizer::set_lr", "Optimizer::load_state_dict",
+      "StateDict::merge", "LinearWarmup", "CosineWithWarmup", "StepDecay", "LambdaLR", "LRScheduler::load_state_dict",
+      "clip_grad_norm_", "clip_grad_value_",
   };
   return api;
 }

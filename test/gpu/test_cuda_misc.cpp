@@ -1,9 +1,14 @@
 // gpu-misc: GlobalTensor::item() and distribute on cuda placements (misc_suite.hpp): item's one
 // device -> host copy and collective, distribute's host pieces copied to each rank's device, for
 // every layout; a user op with only a cpu kernel (examples/custom/bias_gelu.hpp) on a cuda
-// placement: an spsd::Error naming it, on every rank. On this process's ranks and, when run alone, on 2 and 4 simulated ranks sharing
-// the GPU. Exits 77 (meson: SKIP) where no CUDA device is usable.
+// placement: an spsd::Error naming it, on every rank; the results issue 38 fixed against
+// PyTorch, on cuda (argmax/argmin of rows of only -inf/+inf split with an empty piece, var with N -
+// correction = 0 on a split axis, pow's gradient where the exponent is 0). On this process's ranks
+// and, when run alone, on 2 and 4 simulated ranks sharing the GPU. Exits 77 (meson: SKIP) where no
+// CUDA device is usable.
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 #include "../sim/sim_helpers.hpp"
 #include "custom/bias_gelu.hpp"
@@ -27,10 +32,42 @@ void check_cpu_only_op_on_cuda(Failures& f) {
   }
 }
 
+// want: NaN matches NaN.
+template <class T>
+void expect_values(Failures& f, const std::string& what, const GlobalTensor<T>& got, const std::vector<T>& want) {
+  const std::vector<T> v = got.full().to_vector();
+  bool same = v.size() == want.size();
+  for (size_t i = 0; same && i < v.size(); ++i)
+    if constexpr (std::is_floating_point_v<T>) same = v[i] == want[i] || (std::isnan(v[i]) && std::isnan(want[i]));
+    else same = v[i] == want[i];
+  if (!same) f.add(what + " on cuda, layout " + got.nd_sbp().to_string() + ": wrong values");
+}
+
+void check_results_against_pytorch(Failures& f) {
+  std::vector<int64_t> ranks(world_size());
+  for (int64_t r = 0; r < world_size(); ++r) ranks[r] = r;
+  const Placement p("cuda", ranks);
+  constexpr float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<float> rows = {-inf, -inf, -inf, -inf, 2, -inf, inf, inf, inf};
+  for (const NdSbp& l : {NdSbp(sbp::broadcast), NdSbp(sbp::split(1))}) {
+    const auto x = from_host(Tensor<float>::from_vector({3, 3}, rows), p, l);
+    expect_values(f, "argmax of rows of -inf", argmax(x, 1), std::vector<int64_t>{0, 1, 0});
+    expect_values(f, "argmin of rows of +inf", argmin(x, 1), std::vector<int64_t>{0, 0, 0});
+    const auto v = from_host(Tensor<float>::from_vector({3, 3}, {1, 2, 4, 5, 5, 5, -1, 0, 1}), p, l);
+    expect_values(f, "var with N - correction = 0", var(v, {1}, false, 3), std::vector<float>{inf, nan, inf});
+    auto b = from_host(Tensor<float>::from_vector({3}, {0, 0, 2}), p, sbp::broadcast);
+    auto e = from_host(Tensor<float>::from_vector({3}, {0, 1, 0}), p, sbp::broadcast);
+    b.requires_grad_();
+    backward(sum(pow(b, e)) + sum(pow(b, 0.0f)));
+    expect_values(f, "pow's gradient where the exponent is 0", b.grad(), std::vector<float>{0, 1, 0});
+  }
+}
+
 void run_all(Failures& f) {
   spsd_test::run_item_suite(f, "cuda");
   spsd_test::run_distribute_suite(f, "cuda");
   check_cpu_only_op_on_cuda(f);
+  check_results_against_pytorch(f);
 }
 }  // namespace
 

@@ -288,7 +288,7 @@ Run train(int64_t from, int64_t to, const std::string& resume, const std::string
     nn::parallelize(model, plan);
     const Placement& placement = model.fc1.weight.placement();
     const NdSbp batch = nn::input_layout(plan);
-    Adam<float> adam(model.parameters(), {.lr = 1e-2});
+    Adam<float> adam(model.named_parameters(), {.lr = 1e-2});
     const int64_t first = resume.empty() ? 0 : examples::resume_training(resume, model, adam);
     if (first != from) throw Error(detail::concat("resumed at step ", first, ", expected ", from));
     for (int64_t s = from; s < to; ++s) {
