@@ -1,7 +1,8 @@
 // gpu-comm: the device communicators (host-staged, NCCL) against the host communicator. Every
 // collective runs twice on the same data, once on device buffers through the communicator under
 // test and once on host copies through a host communicator (the reference); results, and the
-// counters each communicator kept, must be identical. Exits 77 (meson: SKIP) without a usable GPU.
+// counters each communicator kept, must be identical. Exits 77 (meson: SKIP) only where the
+// machine has no CUDA device (../common/cuda_devices.hpp).
 //   (a) spsd::simulate with 1, 2, 4 ranks: host-staged over the in-process communicator;
 //   (b) each process alone: NCCL over {rank};
 //   (c) under mpirun with several ranks: host-staged over MPI where ranks share a GPU, else NCCL.
@@ -49,6 +50,7 @@
 #include "comm/gpu_identity.hpp"
 #include "comm/host_staged_communicator.hpp"
 #include "comm/nccl_communicator.hpp"
+#include "../common/cuda_devices.hpp"
 #if SPSD_FAKE_CUDA
 #include <chrono>
 #include <initializer_list>
@@ -457,13 +459,9 @@ Tally failure_paths(int devices) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  int devices = 0;
-  const cudaError_t err = cudaGetDeviceCount(&devices);
-  if (err != cudaSuccess || devices == 0) {
-    std::printf("SKIP: no usable CUDA device (%s)\n",
-                err != cudaSuccess ? cudaGetErrorString(err) : "the driver reports none");
-    return 77;
-  }
+  const spsd_test::CudaDevices found = spsd_test::find_cuda_devices(kOp);
+  if (found.count == 0) return found.exit_code;
+  const int devices = found.count;
   spsd::Runtime runtime(argc, argv);
   const int64_t world = spsd::world_size(), rank = spsd::rank();
   const int device = spsd::local_rank() % devices;

@@ -2,11 +2,13 @@
 // device -> host copy and collective, distribute's host pieces copied to each rank's device, for
 // every layout; a user op with only a cpu kernel (examples/custom/bias_gelu.hpp) on a cuda
 // placement: an spsd::Error naming it, on every rank. On this process's ranks and, when run alone, on 2 and 4 simulated ranks sharing
-// the GPU. Exits 77 (meson: SKIP) where no CUDA device is usable.
+// the GPU. Exits 77 (meson: SKIP) only where the machine has no CUDA device
+// (cuda_devices.hpp).
 #include <cstdio>
 
 #include "../sim/sim_helpers.hpp"
 #include "custom/bias_gelu.hpp"
+#include "cuda_devices.hpp"
 #include "misc_suite.hpp"
 
 using namespace spsd;
@@ -36,10 +38,7 @@ void run_all(Failures& f) {
 
 int main(int argc, char** argv) {
   Runtime runtime(argc, argv);
-  if (!cuda_available()) {
-    std::printf("SKIP: no usable CUDA device (%s)\n", runtime_info().c_str());
-    return 77;
-  }
+  if (const auto devices = spsd_test::find_cuda_devices("gpu-misc"); devices.count == 0) return devices.exit_code;
   Failures failures;
   run_all(failures);
   if (world_size() == 1)
