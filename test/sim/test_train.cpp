@@ -36,6 +36,27 @@ TEST_CASE("training in bfloat16 on float32 masters: every parallel mode gives th
   check_parity<spsd::bfloat16>(8);
 }
 
+TEST_CASE("training parity: empty traces, or traces of other lengths, do not compare equal", "[train]") {
+  const spsd_test::TrainTrace empty, run{{2.3, 2.1}, {{0.5, -0.25}, {1.0}}};
+  spsd_test::TrainTrace shorter_gradient = run;
+  shorter_gradient.first_gradients[1].clear();
+  const std::vector<std::pair<std::string, std::pair<spsd_test::TrainTrace, spsd_test::TrainTrace>>> cases = {
+      {"two empty traces", {empty, empty}},
+      {"an empty trace against a run", {empty, run}},
+      {"a gradient of another length", {shorter_gradient, run}},
+  };
+  for (const auto& [what, traces] : cases) {
+    Failures f;
+    spsd_test::expect_same_training<float>(f, what, traces.first, traces.second);
+    INFO(what);
+    CHECK(f.size() == 1);
+  }
+  Failures same;
+  spsd_test::expect_same_training<float>(same, "a run against itself", run, run);
+  INFO(same.report());
+  CHECK(same.empty());
+}
+
 // The device-traffic counter's bookkeeping (the GPU suite gpu-ops checks the counts of a real
 // training step): copies and waits count toward the op in progress, host-only copies never.
 TEST_CASE("device traffic: counted by op, cpu placements count nothing", "[train][device-traffic]") {
