@@ -10,5 +10,5 @@ int main(int argc, char** argv) {
   // Ranks agree on the verdict before leaving, so no rank finalizes while another still runs.
   int64_t mine = failed ? 1 : 0, any = 0;
   spsd::world_communicator().all_reduce(&mine, &any, 1, spsd::DType::kInt64, spsd::ReduceOp::kMax);
-  return failed ? failed : static_cast<int>(any);
+  return any ? 1 : 0;
 }

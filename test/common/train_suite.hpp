@@ -36,7 +36,8 @@ template <class C>
 TrainTrace train_trace(const std::string& mode, const std::vector<int64_t>& ranks, int steps,
                        const std::string& device = "cpu");
 
-// Compares a trace with the single-process one; records differences in failures.
+// Compares a trace with the single-process one; records differences in failures, and a failure
+// when the reference is empty or the two differ in length.
 template <class T>
 void expect_same_training(Failures& failures, const std::string& what, const TrainTrace& got, const TrainTrace& want);
 

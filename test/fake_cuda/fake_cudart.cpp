@@ -2,8 +2,12 @@
 // host-side logic on machines without a GPU. Linked instead of libcudart into fake-cuda-comm only.
 //
 // What is faked, and how faithfully:
-// - Devices: SPSD_FAKE_CUDA_DEVICES of them (default 1). The current device is per host thread, as
-//   in CUDA. Each device has a distinct UUID that depends only on its index, so two processes of
+// - Devices: SPSD_FAKE_CUDA_DEVICES of them (default 1; 0 gives cudaErrorNoDevice, as a machine
+//   with a driver and no GPU). The current device is per host thread, as in CUDA.
+//   SPSD_FAKE_CUDA_DRIVER=none answers cudaGetDeviceCount as a machine without a CUDA driver
+//   (cudaErrorInsufficientDriver, driver version 0), =too-old as one whose driver is older than
+//   the runtime (the same error, driver version 11080): the gpu programs skip on the first and
+//   fail on the second (test/common/cuda_devices.hpp; the tests fake-cuda-no-*). Each device has a distinct UUID that depends only on its index, so two processes of
 //   one job that use device 0 "share a GPU", as on one machine.
 // - Device memory is host memory (malloc, filled with 0xCD so unwritten results show), registered
 //   with its device; pinned memory (cudaHostAlloc) is registered too. Copies and cudaMemsetAsync
@@ -94,6 +98,11 @@ int device_count() {
   return n;
 }
 
+std::string_view driver() {
+  static const char* v = std::getenv("SPSD_FAKE_CUDA_DRIVER");
+  return v ? v : "";
+}
+
 std::string_view broken() {
   static const char* v = std::getenv("SPSD_FAKE_CUDA_BREAK");
   return v ? v : "";
@@ -171,7 +180,13 @@ int fake_cuda_device_of(const void* p, size_t bytes) {
 extern "C" {
 
 cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 0;
+  if (!driver().empty()) return fail(cudaErrorInsufficientDriver);
   *n = device_count();
+  return *n > 0 ? cudaSuccess : fail(cudaErrorNoDevice);
+}
+cudaError_t cudaDriverGetVersion(int* version) {
+  *version = driver() == "none" ? 0 : driver() == "too-old" ? 11080 : CUDART_VERSION;
   return cudaSuccess;
 }
 cudaError_t cudaGetLastError() { return std::exchange(last_error, cudaSuccess); }
@@ -184,6 +199,8 @@ const char* cudaGetErrorName(cudaError_t err) {
     case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
     case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
     case cudaErrorNotReady: return "cudaErrorNotReady";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorInsufficientDriver: return "cudaErrorInsufficientDriver";
     default: return "cudaErrorUnknown";
   }
 }
@@ -193,6 +210,8 @@ const char* cudaGetErrorString(cudaError_t err) {
     case cudaErrorInvalidValue: return "invalid argument (fake CUDA)";
     case cudaErrorInvalidDevice: return "invalid device ordinal (fake CUDA)";
     case cudaErrorInvalidResourceHandle: return "invalid resource handle (fake CUDA)";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected (fake CUDA)";
+    case cudaErrorInsufficientDriver: return "CUDA driver version is insufficient for CUDA runtime version (fake CUDA)";
     default: return "error (fake CUDA)";
   }
 }

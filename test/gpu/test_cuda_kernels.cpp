@@ -3,8 +3,8 @@
 // supports. Integers, copies, permutes, fills and max/min must match exactly; floating math
 // within per-op tolerances; a NaN fails unless the cpu has NaN at the same position. The
 // bfloat16/float16 instances run against the float instance on the same (exactly widened)
-// inputs, rounded once: test_halves states each kernel's bound. Exits 77 (meson: SKIP) where no
-// CUDA device is usable.
+// inputs, rounded once: test_halves states each kernel's bound. Exits 77 (meson: SKIP) only where
+// the machine has no CUDA device (../common/cuda_devices.hpp).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -53,6 +53,7 @@
 #include "spsd/runtime/matmul_precision.hpp"
 #include "spsd/tensor/random.hpp"
 
+#include "../common/cuda_devices.hpp"
 #include "../common/transposed.hpp"
 
 using spsd_test::swap_last_two;
@@ -1429,13 +1430,7 @@ void test_compare_kernels() {
 }
 
 int main() {
-  int devices = 0;
-  const cudaError_t err = cudaGetDeviceCount(&devices);
-  if (err != cudaSuccess || devices == 0) {
-    std::cout << "SKIP: no usable CUDA device ("
-              << (err != cudaSuccess ? cudaGetErrorString(err) : "the driver reports 0 devices") << ")\n";
-    return 77;
-  }
+  if (const auto devices = spsd_test::find_cuda_devices("gpu-kernels"); devices.count == 0) return devices.exit_code;
   check_cuda(cudaStreamCreate(&g_stream), "cudaStreamCreate");
   group("elementwise", test_elementwise);
   group("reduce", test_reduce);

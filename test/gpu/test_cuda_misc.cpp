@@ -4,14 +4,15 @@
 // placement: an spsd::Error naming it, on every rank; the results issue 38 fixed against
 // PyTorch, on cuda (argmax/argmin of rows of only -inf/+inf split with an empty piece, var with N -
 // correction = 0 on a split axis, pow's gradient where the exponent is 0). On this process's ranks
-// and, when run alone, on 2 and 4 simulated ranks sharing the GPU. Exits 77 (meson: SKIP) where no
-// CUDA device is usable.
+// and, when run alone, on 2 and 4 simulated ranks sharing the GPU. Exits 77 (meson: SKIP) only
+// where the machine has no CUDA device (cuda_devices.hpp).
 #include <cmath>
 #include <cstdio>
 #include <limits>
 
 #include "../sim/sim_helpers.hpp"
 #include "custom/bias_gelu.hpp"
+#include "cuda_devices.hpp"
 #include "misc_suite.hpp"
 
 using namespace spsd;
@@ -73,10 +74,7 @@ void run_all(Failures& f) {
 
 int main(int argc, char** argv) {
   Runtime runtime(argc, argv);
-  if (!cuda_available()) {
-    std::printf("SKIP: no usable CUDA device (%s)\n", runtime_info().c_str());
-    return 77;
-  }
+  if (const auto devices = spsd_test::find_cuda_devices("gpu-misc"); devices.count == 0) return devices.exit_code;
   Failures failures;
   run_all(failures);
   if (world_size() == 1)

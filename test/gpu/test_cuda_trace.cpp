@@ -3,7 +3,7 @@
 // device span must exist, last longer than nothing, and fall inside the host's view of the run.
 // And a queued device boxing (to_global of a 1 MiB P(sum) tensor to B on 2 simulated ranks,
 // host-staged) appears on the "cuda communication stream" lane (tid 3) with its bytes.
-// Exits 77 (meson: SKIP) where no CUDA device is usable. Written without a GPU at hand
+// Exits 77 (meson: SKIP) only where the machine has no CUDA device. Written without a GPU at hand
 // (docs/trace.md says what ran where).
 #include <atomic>
 #include <cstdio>
@@ -15,15 +15,14 @@
 #include <nlohmann/json.hpp>
 #include <spsd/spsd.hpp>
 
+#include "../common/cuda_devices.hpp"
+
 int main(int argc, char** argv) {
   const std::filesystem::path dir = std::filesystem::temp_directory_path() / "spsd-gpu-trace";
   std::filesystem::create_directories(dir);
   ::setenv("SPSD_TRACE", (dir / "gpu.json").c_str(), 1);  // read when the Runtime starts
   spsd::Runtime runtime(argc, argv);
-  if (!spsd::cuda_available()) {
-    std::puts("SKIP: no usable CUDA device");
-    return 77;
-  }
+  if (const auto devices = spsd_test::find_cuda_devices("gpu-trace"); devices.count == 0) return devices.exit_code;
   using namespace spsd;
   Placement p("cuda", {0});
   auto a = ones<float>(Shape{512, 512}, p, NdSbp{sbp::broadcast});

@@ -9,7 +9,8 @@
 #   - in both, no rank_killed process is left running afterwards.
 # Exits 0 when all of that holds. DEVICE cuda runs the same on cuda placements (the survivors then
 # wait in the device communicator: NCCL where every rank has its own GPU, host-staged over MPI
-# where they share one) and exits 77 (SKIP) where no GPU is usable.
+# where they share one) and exits 77 (SKIP) where the machine has no CUDA device, 1 where the device check fails
+# (test/common/cuda_devices.hpp).
 #   usage: check_rank_killed.sh MPIRUN RANK_KILLED [DEVICE]
 set -uo pipefail
 
@@ -63,10 +64,11 @@ common() {
 # 1. Open MPI's default: the runtime kills the job when it sees rank 3 die.
 for mode in op collective; do
   run "default-$mode" -- "$mode"
-  if [ "$status" -eq 77 ] && grep -q "SKIP: no usable CUDA device" "$log"; then
+  if [ "$status" -eq 77 ] && grep -q "SKIP: no CUDA device" "$log"; then
     grep -m1 "SKIP" "$log"
     exit 77
   fi
+  grep -q "FAIL: no usable CUDA device" "$log" && fail "$(grep -m1 "FAIL: no usable CUDA device" "$log")"
   [ "$status" -ne 0 ] || { cat "$log" >&2; fail "default-$mode: the job exited 0"; }
   grep -Eq "process rank 3 with PID [0-9]+ on node .* exited on signal 9 \(Killed\)" "$log" ||
     { cat "$log" >&2; fail "default-$mode: no notice that rank 3 was killed"; }

@@ -10,7 +10,8 @@
 //                                    device communicator: NCCL when every rank has its own GPU,
 //                                    host-staged over MPI when ranks share one)
 //
-// DEVICE is cpu (default) or cuda; with cuda every rank exits 77 (SKIP) where no GPU is usable.
+// DEVICE is cpu (default) or cuda; with cuda every rank exits 77 (SKIP) where the machine has no
+// CUDA device, 1 on any other CUDA error (../common/cuda_devices.hpp).
 //
 // The last rank sleeps 0.5 s first, so that the others are waiting when it dies. What ends the
 // others depends on mpirun: by default Open MPI kills the whole job as soon as it sees a process
@@ -24,15 +25,15 @@
 
 #include <spsd/spsd.hpp>
 
+#include "../common/cuda_devices.hpp"
+
 int main(int argc, char** argv) {
   spsd::Runtime runtime(argc, argv);
   const char* mode = argc > 1 ? argv[1] : "op";
   const char* device = argc > 2 ? argv[2] : "cpu";
   const int me = spsd::rank(), n = spsd::world_size();
-  if (std::strcmp(device, "cuda") == 0 && !spsd::cuda_available()) {
-    std::fprintf(stderr, "rank_killed rank %d: SKIP: no usable CUDA device (%s)\n", me, spsd::runtime_info().c_str());
-    return 77;
-  }
+  if (std::strcmp(device, "cuda") == 0)
+    if (const auto devices = spsd_test::find_cuda_devices("rank_killed"); devices.count == 0) return devices.exit_code;
   std::vector<int64_t> all(n);
   for (int r = 0; r < n; ++r) all[r] = r;
   spsd::Placement line(device, all);

@@ -38,6 +38,7 @@ void run_on(const Placement& p, int64_t full_stride, int64_t other_stride, int64
                 static_cast<long long>(other_stride), static_cast<long long>(bf16), static_cast<long long>(fp16), seconds);
   INFO(f.report());
   CHECK(f.empty());
+  if (p.contains(spsd::rank())) CHECK(counts.total() > 0);  // an empty sample would pass the check above
 }
 
 }  // namespace

@@ -25,17 +25,25 @@ inline Failures on_simulated_ranks(int n, const std::function<void(Failures&)>& 
   return all;
 }
 
+// Runs body on n simulated ranks; returns what each rank's call returned, by rank, for the test to
+// assert on its own thread.
+template <class R>
+std::vector<R> results_by_rank(int n, const std::function<R()>& body) {
+  std::vector<R> results(n);
+  spsd::simulate(n, [&] { results[spsd::rank()] = body(); });
+  return results;
+}
+
 // Runs body on n simulated ranks; returns each rank's spsd::Error message, "" where none was thrown.
 inline std::vector<std::string> errors_by_rank(int n, const std::function<void()>& body) {
-  std::vector<std::string> errors(n);
-  spsd::simulate(n, [&] {
+  return results_by_rank<std::string>(n, [&]() -> std::string {
     try {
       body();
     } catch (const spsd::Error& e) {
-      errors[spsd::rank()] = e.what();
+      return e.what();
     }
+    return "";
   });
-  return errors;
 }
 
 }  // namespace spsd_test

@@ -13,6 +13,7 @@
 #include "checkpoint_suite.hpp"
 #include "error_matchers.hpp"
 #include "sim_helpers.hpp"
+#include "temp_dir.hpp"
 #include "train/checkpoint.hpp"
 #include "train/fashion_mnist.hpp"
 #include "train/mlp.hpp"
@@ -23,16 +24,7 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// A fresh folder under the system's temporary one, removed at the end of the test.
-struct TempDir {
-  std::string path;
-  TempDir() {
-    std::string pattern = (fs::temp_directory_path() / "spsd-checkpoint-XXXXXX").string();
-    REQUIRE(mkdtemp(pattern.data()) != nullptr);
-    path = pattern;
-  }
-  ~TempDir() { fs::remove_all(path); }
-};
+using spsd_test::TempDir;
 
 std::string read_text(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -331,11 +323,18 @@ TEST_CASE("checkpoint: training resumed from a checkpoint continues the same los
 TEST_CASE("checkpoint: a layout with a negative split axis loads like the normalized one", "[checkpoint]") {
   TempDir tmp;
   const Tensor<float> host = Tensor<float>::from_vector({3, 5}, std::vector<float>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14});
-  spsd::simulate(2, [&] {
+  struct Loaded {
+    std::string nd_sbp;
+    std::vector<float> values;
+  };
+  const auto loaded = spsd_test::results_by_rank<Loaded>(2, [&] {
     const Placement p("cpu", {0, 1});
     save_checkpoint(from_host(host, p, NdSbp(sbp::split(0))), tmp.path);
-    const auto loaded = load_checkpoint<float>(tmp.path, p, NdSbp(sbp::split(-1)));
-    CHECK(loaded.nd_sbp() == NdSbp(sbp::split(1)));
-    CHECK(loaded.full().to_vector() == host.to_vector());
+    const auto t = load_checkpoint<float>(tmp.path, p, NdSbp(sbp::split(-1)));
+    return Loaded{t.nd_sbp().to_string(), t.full().to_vector()};
   });
+  for (const Loaded& l : loaded) {
+    CHECK(l.nd_sbp == NdSbp(sbp::split(1)).to_string());
+    CHECK(l.values == host.to_vector());
+  }
 }

@@ -46,39 +46,51 @@ TEST_CASE("bool: no partial layouts, in factories, boxing and op signatures", "[
   });
   for (const std::string& e : boxing) CHECK_THAT(e, Catch::Contains("to_global") && Catch::Contains("bool"));
   // A float partial cast to bool is reduced first (no P row for bool).
-  spsd::simulate(2, [&] {
+  const auto casts = spsd_test::results_by_rank<std::pair<bool, std::vector<bool>>>(2, [&] {
     const auto x = full<float>(Shape{3}, -1.0f, p, NdSbp({sbp::partial_sum}));  // -1 on rank 0, 0 on rank 1
     const auto b = cast<bool>(x);
-    CHECK_FALSE(b.nd_sbp().has_partial());
-    CHECK(b.full().to_vector() == std::vector<bool>{true, true, true});
+    return std::pair{b.nd_sbp().has_partial(), b.full().to_vector()};
   });
+  for (const auto& [partial, values] : casts) {
+    CHECK_FALSE(partial);
+    CHECK(values == std::vector<bool>{true, true, true});
+  }
 }
 
 TEST_CASE("argmax/argmin: NaN counts as the extreme, ties give the first index", "[ops-compare]") {
   const float nan = std::numeric_limits<float>::quiet_NaN();
-  spsd::simulate(2, [&] {
+  struct Seen {
+    std::vector<int64_t> argmax, argmin;
+    Shape keepdim_shape;
+    std::vector<bool> eq, ne;
+  };
+  const auto seen = spsd_test::results_by_rank<Seen>(2, [&] {
     const Placement p = mesh_placement(Shape{2});
     const auto x = from_host(Tensor<float>::from_vector(Shape{2, 4}, {1, 3, 3, 0, 2, nan, 5, nan}), p,
                              NdSbp({sbp::split(1)}));
-    CHECK(argmax(x, 1).full().to_vector() == std::vector<int64_t>{1, 1});
-    CHECK(argmin(x, 1).full().to_vector() == std::vector<int64_t>{3, 1});
-    CHECK(argmax(x, -1, true).shape() == Shape{2, 1});
-    // Comparisons with NaN: false, ne true.
-    CHECK((x == x).full().to_vector() == std::vector<bool>{true, true, true, true, true, false, true, false});
-    CHECK((x != x).full().to_vector() == std::vector<bool>{false, false, false, false, false, true, false, true});
+    return Seen{argmax(x, 1).full().to_vector(), argmin(x, 1).full().to_vector(),
+                argmax(x, -1, true).shape(), (x == x).full().to_vector(), (x != x).full().to_vector()};
   });
+  for (const Seen& s : seen) {
+    CHECK(s.argmax == std::vector<int64_t>{1, 1});
+    CHECK(s.argmin == std::vector<int64_t>{3, 1});
+    CHECK(s.keepdim_shape == Shape{2, 1});
+    // Comparisons with NaN: false, ne true.
+    CHECK(s.eq == std::vector<bool>{true, true, true, true, true, false, true, false});
+    CHECK(s.ne == std::vector<bool>{false, false, false, false, false, true, false, true});
+  }
 }
 
 TEST_CASE("bool: a checkpoint round trip, resharded", "[ops-compare]") {
   const std::string dir = "/tmp/spsd_bool_ckpt_" + std::to_string(::getpid());
   std::filesystem::remove_all(dir);
   const std::vector<bool> values = {true, false, false, true, true, true, false};
-  spsd::simulate(2, [&] {
+  const auto loaded = spsd_test::results_by_rank<std::vector<bool>>(2, [&] {
     const Placement p = mesh_placement(Shape{2});
     save_checkpoint(from_host(Tensor<bool>::from_vector(Shape{7}, values), p, NdSbp({sbp::split(0)})), dir);
-    const GlobalTensor<bool> back = load_checkpoint<bool>(dir, p, NdSbp({sbp::broadcast}));
-    CHECK(back.full().to_vector() == values);
+    return load_checkpoint<bool>(dir, p, NdSbp({sbp::broadcast})).full().to_vector();
   });
+  for (const std::vector<bool>& back : loaded) CHECK(back == values);
   std::filesystem::remove_all(dir);
 }
 

@@ -68,34 +68,46 @@ TEST_CASE("memory_stats counts host storage per rank", "[recompute]") {
 }
 
 TEST_CASE("checkpoint: what needs grad, grad mode off, and a function that changes", "[recompute]") {
-  simulate(2, [&] {
+  struct Seen {
+    bool no_grad_needed_has_node = true, dw_is_plain = false, grad_mode_off_has_node = true, identity_is_input = false;
+    std::string changing_fn_error;
+  };
+  const auto seen = spsd_test::results_by_rank<Seen>(2, [&] {
+    Seen s;
     const Placement p = mesh_placement(Shape{2});
     auto x = from_host(Tensor<float>::from_vector(Shape{4, 3}, rc::values(12, 1, 1.0)), p, sbp::split(0));
     auto w = from_host(Tensor<float>::from_vector(Shape{3, 3}, rc::values(9, 2, 1.0)), p, sbp::broadcast);
     // No input and no parameter requires grad: no node.
-    CHECK_FALSE(checkpoint([&](const rc::GT& a) { return matmul(a, w); }, x).requires_grad());
+    s.no_grad_needed_has_node = checkpoint([&](const rc::GT& a) { return matmul(a, w); }, x).requires_grad();
     // Only a captured parameter requires grad: the output does, and w gets the plain gradient.
     w.requires_grad_();
     backward(sum(checkpoint([&](const rc::GT& a) { return matmul(a, w); }, x)));
     const std::vector<float> dw_ckpt = w.grad().full().to_vector();
     w.zero_grad();
     backward(sum(matmul(x, w)));
-    CHECK(dw_ckpt == w.grad().full().to_vector());
+    s.dw_is_plain = dw_ckpt == w.grad().full().to_vector();
     // Grad mode off: fn runs, nothing is recorded.
     {
       NoGradGuard no_grad;
-      CHECK_FALSE(checkpoint([&](const rc::GT& a) { return matmul(a, w); }, x).requires_grad());
+      s.grad_mode_off_has_node = checkpoint([&](const rc::GT& a) { return matmul(a, w); }, x).requires_grad();
     }
     // fn returning an input as it is: that tensor, no node.
     x.requires_grad_();
     const rc::GT same = checkpoint([](const rc::GT& a) { return a; }, x);
-    CHECK(same.autograd_meta() == x.autograd_meta());
+    s.identity_is_input = same.autograd_meta() == x.autograd_meta();
     // A function whose recomputation differs from its forward: an Error naming checkpoint.
     int calls = 0;
     const rc::GT y = checkpoint([&](const rc::GT& a) { return ++calls == 1 ? a * 2.0f : sum(a, {1}, true); }, x);
-    CHECK_THAT(error_of([&] { backward(sum(y)); }),
-               ContainsAll({"checkpoint", "recomputing", "(4, 1)", "(4, 3)", "the same thing"}));
+    s.changing_fn_error = error_of([&] { backward(sum(y)); });
+    return s;
   });
+  for (const Seen& s : seen) {
+    CHECK_FALSE(s.no_grad_needed_has_node);
+    CHECK(s.dw_is_plain);
+    CHECK_FALSE(s.grad_mode_off_has_node);
+    CHECK(s.identity_is_input);
+    CHECK_THAT(s.changing_fn_error, ContainsAll({"checkpoint", "recomputing", "(4, 1)", "(4, 3)", "the same thing"}));
+  }
 }
 
 TEST_CASE("memory_stats(cuda) without a device is an Error naming it", "[recompute]") {

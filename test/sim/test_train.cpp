@@ -36,16 +36,40 @@ TEST_CASE("training in bfloat16 on float32 masters: every parallel mode gives th
   check_parity<spsd::bfloat16>(8);
 }
 
+TEST_CASE("training parity: empty traces, or traces of other lengths, do not compare equal", "[train]") {
+  const spsd_test::TrainTrace empty, run{{2.3, 2.1}, {{0.5, -0.25}, {1.0}}};
+  spsd_test::TrainTrace shorter_gradient = run;
+  shorter_gradient.first_gradients[1].clear();
+  const std::vector<std::pair<std::string, std::pair<spsd_test::TrainTrace, spsd_test::TrainTrace>>> cases = {
+      {"two empty traces", {empty, empty}},
+      {"an empty trace against a run", {empty, run}},
+      {"a gradient of another length", {shorter_gradient, run}},
+  };
+  for (const auto& [what, traces] : cases) {
+    Failures f;
+    spsd_test::expect_same_training<float>(f, what, traces.first, traces.second);
+    INFO(what);
+    CHECK(f.size() == 1);
+  }
+  Failures same;
+  spsd_test::expect_same_training<float>(same, "a run against itself", run, run);
+  INFO(same.report());
+  CHECK(same.empty());
+}
+
 // The device-traffic counter's bookkeeping (the GPU suite gpu-ops checks the counts of a real
 // training step): copies and waits count toward the op in progress, host-only copies never.
 TEST_CASE("device traffic: counted by op, cpu placements count nothing", "[train][device-traffic]") {
-  spsd::simulate(2, [] {
-    // A cpu training step moves nothing between host and device.
+  // What each rank's counters read after a cpu training step, after the notes below, and after a reset.
+  struct Seen {
+    bool trained = false;
+    DeviceTraffic after_training, after_notes, after_reset;
+  };
+  const std::vector<Seen> seen = spsd_test::results_by_rank<Seen>(2, [] {
+    Seen s;
     reset_device_traffic();
-    const spsd_test::TrainTrace t = spsd_test::train_trace<float>("data", {0, 1}, 2);
-    CHECK(!t.losses.empty());
-    CHECK(device_traffic().total.empty());
-    CHECK(device_traffic().by_op.empty());
+    s.trained = !spsd_test::train_trace<float>("data", {0, 1}, 2).losses.empty();
+    s.after_training = device_traffic();
 
     detail::note_device_copy(DeviceType::kCUDA, DeviceType::kCPU, 100);
     {
@@ -57,7 +81,18 @@ TEST_CASE("device traffic: counted by op, cpu placements count nothing", "[train
       }
       detail::note_device_copy(DeviceType::kCPU, DeviceType::kCPU, 64);  // host memory only
     }
-    const DeviceTraffic d = device_traffic();
+    s.after_notes = device_traffic();
+    reset_device_traffic();
+    s.after_reset = device_traffic();
+    return s;
+  });
+  for (size_t r = 0; r < seen.size(); ++r) {
+    INFO("rank " << r);
+    // A cpu training step moves nothing between host and device.
+    CHECK(seen[r].trained);
+    CHECK(seen[r].after_training.total.empty());
+    CHECK(seen[r].after_training.by_op.empty());
+    const DeviceTraffic& d = seen[r].after_notes;
     CHECK(d.total.host_to_device_bytes == 100);
     CHECK(d.total.host_to_device_copies == 1);
     CHECK(d.total.device_to_host_bytes == 8);
@@ -66,7 +101,6 @@ TEST_CASE("device traffic: counted by op, cpu placements count nothing", "[train
     CHECK(d.by_op.at(std::string(DeviceTraffic::kNoOp)).host_to_device_bytes == 100);
     CHECK(d.by_op.at("matmul") == DeviceTrafficCounts{0, 0, 8, 1, 1});
     CHECK(d.by_op.at("div") == DeviceTrafficCounts{0, 0, 0, 0, 1});
-    reset_device_traffic();
-    CHECK(device_traffic().total.empty());
-  });
+    CHECK(seen[r].after_reset.total.empty());
+  }
 }
