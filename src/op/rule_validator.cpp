@@ -333,7 +333,7 @@ TrialResult check_trial(const ValidatedOp& op, const ValidationCase& mc, size_t 
 }
 
 std::string label(const ValidatedOp& op, const ValidationCase& mc, const Signature& sig) {
-  return op.name + " " + sig.to_string() + " for " + mc.text();
+  return op.name + " " + sig.to_string() + " for " + mc.text(*op.schema);
 }
 
 // Whether sig holds on every trial (and applies at all).
@@ -405,12 +405,12 @@ void check_declared(const ValidatedOp& op, const CaseTable& ct, ValidationReport
   {
     const Signature all_b = uniform_signature(metas.size(), sbp::broadcast);
     if (table.empty() || !(table.back() == all_b))
-      rep.failures.push_back(op.name + " for " + mc.text() + ": the table does not end with the all-B signature " +
+      rep.failures.push_back(op.name + " for " + mc.text(*op.schema) + ": the table does not end with the all-B signature " +
                              all_b.to_string());
     for (size_t i = 0; i < table.size(); ++i)
       for (size_t j = i + 1; j < table.size(); ++j)
         if (table[i] == table[j])
-          rep.failures.push_back(op.name + " for " + mc.text() + ": " + table[i].to_string() + " is declared twice");
+          rep.failures.push_back(op.name + " for " + mc.text(*op.schema) + ": " + table[i].to_string() + " is declared twice");
     for (const Signature& sig : table) {
       if (!declared_usable(op, mc, metas, out, sig)) continue;
       ++rep.checked;
@@ -450,21 +450,19 @@ void search_missing(const ValidatedOp& op, const CaseTable& ct, ValidationReport
       auto m = std::find_if(rep.missing.begin(), rep.missing.end(),
                             [&](const MissingSignature& x) { return x.signature == key; });
       if (m == rep.missing.end()) m = rep.missing.insert(rep.missing.end(), MissingSignature{key, {}});
-      m->cases.push_back(mc.text());
+      m->cases.push_back(mc.text(*op.schema));
     }
   }
 }
 
 }  // namespace
 
-std::string ValidationCase::text() const {
+std::string ValidationCase::text() const { return text(OpSchema{}); }
+
+std::string ValidationCase::text(const OpSchema& op) const {
   std::string s;
   for (size_t i = 0; i < inputs.size(); ++i) s += (i ? ", " : "") + inputs[i].meta.to_string();
-  if (!attrs.empty()) {
-    s += "; attrs [";
-    for (size_t i = 0; i < attrs.size(); ++i) s += (i ? ", " : "") + std::to_string(attrs[i]);
-    s += "]";
-  }
+  if (!attrs.empty()) s += "; " + detail::attrs_description(op, attrs);
   return s;
 }
 

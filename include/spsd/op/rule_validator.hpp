@@ -46,7 +46,10 @@ struct ValidationCase {
   std::vector<ValidationInput> inputs;
   OpAttrs attrs;
   std::vector<Scalar> scalars;
-  std::string text() const;  // "(5, 7) float64, (7,) float64; attrs [1]"
+  // "(5, 7) float64, (7,) float64; attrs [1]"; with the op's schema, its attrs as the op prints
+  // them (attrs_text: "; p=0.400000" for dropout's, not the bits of the double).
+  std::string text() const;
+  std::string text(const OpSchema& op) const;
 };
 
 // An op as the validator sees it: its schema and its cpu kernel, dtype-erased.
