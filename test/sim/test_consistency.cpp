@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "data_error_suite.hpp"
 #include "sim_helpers.hpp"
 
 using namespace spsd_test;
@@ -317,4 +318,13 @@ TEST_CASE("consistency: misuse of note_op and the op identity", "[consistency]")
   CHECK_THROWS_WITH(note_op({0}, op("a()")), Contains("note_op: no spsd::Runtime is active"));
   CHECK(OpIdentity("add()").hash == OpIdentity("add()").hash);
   CHECK(OpIdentity("add()").hash != OpIdentity("add( )").hash);
+}
+
+TEST_CASE("consistency: data errors ride on the next check, and a call's entries are compared one by one",
+          "[consistency]") {
+  const int n = GENERATE(1, 2, 3, 4, 12);  // 12: bounds reduced, records all-gathered
+  INFO(n << " simulated ranks");
+  Failures failures = on_simulated_ranks(n, [&](Failures& f) { run_data_error_suite(iota(n), f); });
+  INFO(failures.report());
+  CHECK(failures.empty());
 }
