@@ -19,6 +19,7 @@
 #include "spsd/core/error.hpp"
 #include "spsd/core/shape.hpp"
 #include "spsd/runtime/scheduler.hpp"
+#include "spsd/runtime/value_errors.hpp"
 
 namespace spsd::detail {
 
@@ -433,6 +434,7 @@ void check_ops(const std::vector<int64_t>& ranks) {
   Context& ctx = context("check_ops");
   ConsistencyTable& t = table(ctx);
   if (t.mode == CheckMode::kOff) return;
+  poll_value_checks(false);  // a bad value a device kernel found by now rides on this check
   RankSetState& s = state(ctx, t, ranks, "check_ops");
   s.restart_if_asked();
   if (s.pending.empty() || ranks.size() == 1) return;

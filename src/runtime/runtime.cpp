@@ -169,6 +169,7 @@ void synchronize() {
   if (!ctx.device) return;
   ctx.device->synchronize();
   detail::note_device_synchronization();
+  detail::poll_value_checks(true);
 }
 
 CommStats comm_stats() {

@@ -17,11 +17,13 @@
 // (on a cuda placement an op with neither kernel nor cuda_kernel is an Error naming it).
 // Optional: `valid` and `attrs_text` (see OpSchema); a backward written with global ops,
 //   template <FloatingElement T> static void backward(const GradArgs<T>&);
-// (autograd/grad_args.hpp; registered on the op's first call); and, for ops whose input values
+// (autograd/grad_args.hpp; registered on the op's first call); for ops whose input values
 // can be invalid (integer division by zero),
 //   template <Element T> static int64_t first_bad_element(const KernelArgs&);
 //   static std::string bad_element_error(const Resolution&, int64_t index);
-// (see run_op). Nothing else is needed. Check a table with validate_op (op/rule_validator.hpp).
+// (see run_op), or that take indices (an int64 input whose values must lie in [0, bound)),
+//   static IndexCheck index_check(std::span<const TensorMeta> inputs);   // op/index_check.hpp
+// Nothing else is needed. Check a table with validate_op (op/rule_validator.hpp).
 #include <bit>
 #include <concepts>
 #include <span>
@@ -30,6 +32,7 @@
 #include <vector>
 
 #include "spsd/kernel/any_device.hpp"
+#include "spsd/op/index_check.hpp"
 #include "spsd/op/resolve.hpp"
 #include "spsd/runtime/device_traffic.hpp"
 #include "spsd/runtime/trace.hpp"
@@ -234,6 +237,8 @@ GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = 
     const int64_t bad = agree_on_bad_element(r, Op::template first_bad_element<T>(args));
     if (bad >= 0) throw_error(Op::name, Op::bad_element_error(r, bad));
   }
+  if constexpr (requires { Op::index_check(std::span<const TensorMeta>(r.inputs)); })
+    check_indices(Op::name, r, args, Op::index_check(r.inputs));
   run_kernel<Op, T>(args);
   return recorded(Op::name, inputs, attrs, scalar, GlobalTensor<T>(r.output.shape, r.placement, sig.output, std::move(out)));
 }
