@@ -85,6 +85,10 @@ struct EmbeddingDef {
   static IndexCheck index_check(std::span<const TensorMeta> in) {
     return {1, in[0].shape[0], "indices", concat("the rows of the weight ", in[0].shape, " ", in[0].dtype)};
   }
+  static void input_domains(std::span<ValidationInput> in, const OpAttrs&) {
+    in[1].domain = InputDomain::kIndex;
+    in[1].bound = in[0].meta.shape[0];
+  }
 };
 
 struct PickDef {
@@ -127,6 +131,10 @@ struct PickDef {
   static IndexCheck index_check(std::span<const TensorMeta> in) {
     const Shape& x = in[0].shape;
     return {1, x[x.ndim() - 1], "labels", concat("the classes (the last axis of ", x, " ", in[0].dtype, ")")};
+  }
+  static void input_domains(std::span<ValidationInput> in, const OpAttrs&) {
+    in[1].domain = InputDomain::kIndex;
+    in[1].bound = in[0].meta.shape[in[0].meta.shape.ndim() - 1];
   }
 };
 
