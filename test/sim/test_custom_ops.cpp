@@ -3,7 +3,8 @@
 // the single-process result), its table through the rule validator, a planted wrong rule that
 // the validator reports and that would give wrong results (and that validation on first
 // dispatch, SPSD_CHECK_OPS, refuses on every rank), the name registry, a cpu-only op on a cuda
-// target, and the concepts call_op checks.
+// target, the concepts call_op checks, and a backward reading an int64 scalar exactly.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -180,4 +181,40 @@ TEST_CASE("custom op: with SPSD_CHECK_OPS a wrong rule is an Error at the op's f
   }
   CHECK(detail::validated_op_count() >= 2);  // the planted op and bias_gelu, at least
   set_op_validation(validating);
+}
+
+namespace {
+// y = x; its backward reads the seed, an int64 scalar operand beyond float's 24 bits: exactly
+// with scalar_as, rounded with scalar() (which computes in float for the 16-bit types).
+constexpr int64_t kSeed = (int64_t{1} << 40) + 1;
+struct SeededIdentity {
+  static constexpr std::string_view name = "seeded_identity";
+  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) { return in[0]; }
+  static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&) {
+    return {uniform_signature(1, sbp::split(0)), uniform_signature(1, sbp::broadcast)};
+  }
+  template <Element T>
+  static void cpu_kernel(const KernelArgs& k) {
+    std::copy_n(k.in<T>(0), k.out_shape.numel(), k.out_as<T>());
+  }
+  template <FloatingElement T>
+  static void backward(const GradArgs<T>& a) {
+    const bool exact = a.template scalar_as<int64_t>() == kSeed && a.template scalar_as<uint64_t>() == uint64_t(kSeed);
+    const bool rounded = static_cast<double>(a.scalar()) != static_cast<double>(kSeed);
+    a.set(0, a.g() * compute_t<T>(exact ? (rounded ? 1 : 2) : 3));
+  }
+};
+}  // namespace
+
+TEST_CASE("custom op: a backward reads an int64 scalar operand exactly with scalar_as", "[custom-ops]") {
+  simulate(2, [] {
+    const Placement p = spsd_test::mesh_placement(Shape{2});
+    auto x = ones<bfloat16>(Shape{4}, p, NdSbp(sbp::split(0)));
+    x.requires_grad_();
+    backward(sum(call_op<SeededIdentity>(OpAttrs{}, Scalar::of(kSeed), x)));
+    const std::vector<bfloat16> g = x.grad().full().to_vector();
+    // 1: exact through scalar_as, rounded through scalar() (what a seed would suffer).
+    if (rank() == 0)
+      for (const bfloat16 v : g) CHECK(static_cast<float>(v) == 1.0f);
+  });
 }
