@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <exception>
 #include <map>
 #include <mutex>
 #include <optional>
@@ -148,7 +149,7 @@ void validate_on_first_dispatch(const DispatchValidation& op, std::span<const Te
           v.error = concat(op.schema->name, ": its SBP signature table does not hold for its kernel (SPSD_CHECK_OPS=1 ",
                            "validates every op at its first dispatch, docs/custom_ops.md): ", report.failures.front(),
                            report.failures.size() > 1 ? concat(" (and ", report.failures.size() - 1, " more)") : "");
-      } catch (const Error&) {
+      } catch (const std::exception&) {
         // The kernel refused the validator's values (an op whose domain it does not declare):
         // not a verdict on its table; a later call tries again.
       }
