@@ -1,5 +1,5 @@
-// Index kernels on the device: embedding rows, pick one class per row, and the NaN marking of
-// out-of-range indices. One thread per output element; indices are read on the device.
+// Index kernels on the device: embedding rows, pick one class per row, the NaN marking of
+// out-of-range indices and the search for the first of them (for the host's error). One thread per output element; indices are read on the device.
 #include "common.cuh"
 
 #include <limits>
@@ -54,6 +54,30 @@ __device__ void atomic_add(T* p, T v) {
     atomicAdd(reinterpret_cast<unsigned*>(p), static_cast<unsigned>(v));
   else
     atomicAdd(p, v);
+}
+
+// The smallest i whose index lies outside [0, bound), into *first (INT64_MAX: none); rare, so an
+// atomic per bad index costs nothing on clean data.
+__global__ void first_out_of_range_kernel(const int64_t* indices, int64_t n, int64_t bound,
+                                          unsigned long long* first) {
+  for (int64_t i = thread_index(); i < n; i += thread_count())
+    if (indices[i] < 0 || indices[i] >= bound) atomicMin(first, static_cast<unsigned long long>(i));
+}
+
+// One thread: the host's record gets the first bad index of this launch unless it holds one
+// already; the scratch word is left at "none" for the next launch.
+__global__ void record_out_of_range_kernel(const int64_t* indices, unsigned long long* first,
+                                           volatile spsd::detail::FoundValue* found, int64_t tag) {
+  constexpr unsigned long long kNone = 0x7fffffffffffffffull;  // INT64_MAX, "none" (value_errors.hpp)
+  const unsigned long long at = *first;
+  if (at == kNone) return;
+  if (found->tag == 0) {
+    found->position = static_cast<int64_t>(at);
+    found->value = indices[at];
+    __threadfence_system();  // the host sees position and value before it sees the tag
+    found->tag = tag;
+  }
+  *first = kNone;
 }
 
 // One thread per element of g: adds it into its row (atomically: indices may repeat).
@@ -124,6 +148,17 @@ void pick_grad(const T* g, const int64_t* labels, int64_t n, int64_t c, T* out, 
   detail::pick_grad_kernel<<<detail::blocks_for(total), detail::kThreads, 0, detail::as_stream(stream)>>>(
       g, labels, c, total, out);
   detail::check_launch("pick_grad");
+}
+
+void note_out_of_range(const int64_t* indices, int64_t n, int64_t bound, int64_t* scratch,
+                       spsd::detail::FoundValue* found, int64_t tag, void* stream) {
+  if (n == 0) return;
+  auto* first = reinterpret_cast<unsigned long long*>(scratch);
+  detail::first_out_of_range_kernel<<<detail::blocks_for(n), detail::kThreads, 0, detail::as_stream(stream)>>>(
+      indices, n, bound, first);
+  detail::check_launch("note_out_of_range");
+  detail::record_out_of_range_kernel<<<1, 1, 0, detail::as_stream(stream)>>>(indices, first, found, tag);
+  detail::check_launch("note_out_of_range");
 }
 
 #define SPSD_INSTANTIATE(T)                                                                                   \

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <limits>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -92,6 +93,8 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     for (cudaStream_t s : {streams_.compute, streams_.comm})
       if (s) cudaStreamSynchronize(s);  // work in flight before the streams go (their destructors)
     trace_.reset();  // its events, now complete
+    if (flag_.found) cudaFreeHost(flag_.found);
+    if (flag_.scratch) cudaFree(flag_.scratch);
     cudaGetLastError();
   }
 
@@ -154,6 +157,21 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     drain_communicators();
     compute_.synchronize("synchronize");
     comm_.synchronize("synchronize");
+  }
+
+  DeviceValueFlag value_flag() override {
+    if (!flag_.found) {
+      ScopedDevice on(streams_.device, "value flag");
+      void* found = nullptr;
+      check_cuda(cudaHostAlloc(&found, sizeof(FoundValue), cudaHostAllocDefault), "value flag", "pinned record");
+      *static_cast<FoundValue*>(found) = FoundValue{0, 0, 0};
+      void* scratch = nullptr;
+      check_cuda(cudaMalloc(&scratch, sizeof(int64_t)), "value flag", "device scratch word");
+      const int64_t none = std::numeric_limits<int64_t>::max();
+      check_cuda(cudaMemcpy(scratch, &none, sizeof none, cudaMemcpyHostToDevice), "value flag", "clearing the scratch word");
+      flag_ = {static_cast<FoundValue*>(found), static_cast<int64_t*>(scratch)};
+    }
+    return flag_;
   }
 
   void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device, int64_t bytes) override {
@@ -262,6 +280,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   };
   std::shared_ptr<EventPool> event_pool_ = std::make_shared<EventPool>();
   std::unique_ptr<DeviceTrace> trace_;  // SPSD_TRACE only
+  DeviceValueFlag flag_;                // value_flag(), made at its first use
 };
 
 }  // namespace

@@ -45,10 +45,12 @@ void agreed(std::string_view op, F&& step) {
 }
 
 // Compares the call across ranks (docs/communicators.md): ranks passing different arguments get
-// an error naming the call instead of mismatched file writes.
-inline void check_same_call(const std::string& description) {
+// an error naming the call instead of mismatched file writes. A call over many tensors passes
+// them as entries: a mismatch then names the first entry that differs and how many do.
+inline void check_same_call(const std::string& description, std::vector<std::string> entries = {}) {
   const std::vector<int64_t> ranks = world_ranks();
-  note_op(ranks, std::make_shared<const OpIdentity>(description));
+  note_op(ranks, entries.empty() ? std::make_shared<const OpIdentity>(description)
+                                 : std::make_shared<const OpIdentity>(description, std::move(entries)));
   check_ops(ranks);
   synchronize();  // the check may have been queued: surface its error here
 }

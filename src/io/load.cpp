@@ -69,9 +69,9 @@ using namespace detail;  // the format, manifest, reading and failing together: 
 
 void load_checkpoint(const std::string& dir, StateDict& into) {
   constexpr std::string_view op = "load_checkpoint";
-  std::string call = concat(op, "(", dir);
-  for (const auto& [name, d] : into.entries()) call += concat(", ", name, " ", describe(d));
-  check_same_call(call + ")");
+  std::vector<std::string> entries;
+  for (const auto& [name, d] : into.entries()) entries.push_back(concat(name, " ", describe(d)));
+  check_same_call(concat(op, "(", dir, ")"), std::move(entries));
   Manifest m;
   std::vector<std::shared_ptr<Storage>> loaded;
   agreed(op, [&] {

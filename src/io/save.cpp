@@ -20,9 +20,9 @@ static_assert(std::endian::native == std::endian::little, "checkpoint data files
 
 void save_checkpoint(const StateDict& state, const std::string& dir) {
   constexpr std::string_view op = "save_checkpoint";
-  std::string call = concat(op, "(", dir);
-  for (const auto& [name, d] : state.entries()) call += concat(", ", name, " ", describe(d));
-  check_same_call(call + ")");
+  std::vector<std::string> entries;
+  for (const auto& [name, d] : state.entries()) entries.push_back(concat(name, " ", describe(d)));
+  check_same_call(concat(op, "(", dir, ")"), std::move(entries));
   SPSD_CHECK(!dir.empty(), op, "dir must not be empty");
   SPSD_CHECK(state.size() > 0, op, "the state to save into ", dir, " holds no tensors");
 

@@ -180,17 +180,15 @@ std::string describe_call(const OpSchema& op, const OpAttrs& attrs, const Placem
   std::string s = std::string(op.name) + "(";
   for (size_t i = 0; i < inputs.size(); ++i)
     s += (i ? ", " : "") + inputs[i].to_string() + " " + layouts[i].to_string();
-  if (!attrs.empty()) {
-    s += "; ";
-    if (op.attrs_text) {
-      s += op.attrs_text(attrs);
-    } else {
-      s += "attrs [";
-      for (size_t i = 0; i < attrs.size(); ++i) s += (i ? ", " : "") + std::to_string(attrs[i]);
-      s += "]";
-    }
-  }
+  if (!attrs.empty()) s += "; " + attrs_description(op, attrs);
   return s + ") on " + placement.to_string();
+}
+
+std::string attrs_description(const OpSchema& op, const OpAttrs& attrs) {
+  if (op.attrs_text) return op.attrs_text(attrs);
+  std::string s = "attrs [";
+  for (size_t i = 0; i < attrs.size(); ++i) s += (i ? ", " : "") + std::to_string(attrs[i]);
+  return s + "]";
 }
 
 }  // namespace detail

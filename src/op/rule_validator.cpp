@@ -183,15 +183,23 @@ std::string value_text(T v) {
   return s.str();
 }
 
+// The relative tolerance of a comparison: float32's where any floating tensor of the call is
+// float32 or narrower (a float32 -> float64 cast of P(sum) pieces sums what float32 rounded).
+double tolerance(const std::vector<TensorMeta>& metas, const TensorMeta& out) {
+  const auto coarse = [](DType t) { return t == DType::kFloat32 || is_half(t); };
+  return coarse(out.dtype) || std::any_of(metas.begin(), metas.end(), [&](const TensorMeta& m) { return coarse(m.dtype); })
+             ? 1e-4
+             : 1e-9;
+}
+
 template <class T>
-bool close(T got, T expected) {
+bool close(T got, T expected, double tol) {
   if constexpr (std::is_integral_v<T>) {
     return got == expected;
   } else {
     if (std::isnan(expected)) return std::isnan(got);
     if (std::isnan(got)) return false;
     if (std::isinf(expected)) return got == expected;
-    const double tol = std::is_same_v<T, float> ? 1e-4 : 1e-9;
     return std::abs(static_cast<double>(got) - static_cast<double>(expected)) <=
            tol * (1.0 + std::abs(static_cast<double>(expected)));
   }
@@ -210,7 +218,7 @@ T reduce2(ReduceOp op, T a, T b) {
 }
 
 // Combines the per-rank outputs per `out` and compares with the reference; "" when they agree.
-std::string combine_and_compare(const std::vector<Buffer>& outs, const Sbp& out, const Buffer& ref) {
+std::string combine_and_compare(const std::vector<Buffer>& outs, const Sbp& out, const Buffer& ref, double tol) {
   return with_dtype(ref.dtype, [&]<class T>(T) -> std::string {
     const T* expected = ref.as<T>();
     auto mismatch = [&](const std::string& where, int64_t g, T got) {
@@ -220,7 +228,7 @@ std::string combine_and_compare(const std::vector<Buffer>& outs, const Sbp& out,
     if (out.is_broadcast()) {
       for (int64_t r = 0; r < kRanks; ++r)
         for (int64_t g = 0; g < ref.numel(); ++g)
-          if (!close(outs[r].as<T>()[g], expected[g])) return mismatch("rank " + std::to_string(r) + "'s B piece", g, outs[r].as<T>()[g]);
+          if (!close(outs[r].as<T>()[g], expected[g], tol)) return mismatch("rank " + std::to_string(r) + "'s B piece", g, outs[r].as<T>()[g]);
       return "";
     }
     if (out.is_partial()) {
@@ -231,7 +239,7 @@ std::string combine_and_compare(const std::vector<Buffer>& outs, const Sbp& out,
           acc = reduce2(out.reduce_op(), acc, outs[r].as<T>()[g]);
           pieces += ", " + value_text(outs[r].as<T>()[g]);
         }
-        if (!close(acc, expected[g])) return mismatch("reduced pieces (" + pieces + ")", g, acc);
+        if (!close(acc, expected[g], tol)) return mismatch("reduced pieces (" + pieces + ")", g, acc);
       }
       return "";
     }
@@ -244,7 +252,7 @@ std::string combine_and_compare(const std::vector<Buffer>& outs, const Sbp& out,
       for (int64_t i = 0; i < p.numel(); ++i) {
         int64_t g = 0;
         for (size_t k = 0; k < idx.size(); ++k) g += idx[k] * strides[k];
-        if (!close(p.as<T>()[i], expected[g])) return mismatch("rank " + std::to_string(r) + "'s piece " + p.box.to_string(), g, p.as<T>()[i]);
+        if (!close(p.as<T>()[i], expected[g], tol)) return mismatch("rank " + std::to_string(r) + "'s piece " + p.box.to_string(), g, p.as<T>()[i]);
         for (int64_t k = static_cast<int64_t>(idx.size()) - 1; k >= 0 && ++idx[k] == p.box.end[k]; --k) idx[k] = p.box.begin[k];
       }
     }
@@ -325,7 +333,7 @@ TrialResult check_trial(const ValidatedOp& op, const ValidationCase& mc, size_t 
     }
     outs.push_back(std::move(out));
   }
-  std::string diff = combine_and_compare(outs, sig.output, ref);
+  std::string diff = combine_and_compare(outs, sig.output, ref, tolerance(metas, out_meta));
   if (diff.empty()) return {Outcome::kPass, ""};
   return {Outcome::kFail, std::string(kind == Trial::kIdentity ? "identity-padding" : "lopsided") + " trial " +
                               std::to_string(trial) + (mc.scalars.empty() ? "" : " (scalar " + value_text(scalar.f) + "/" + std::to_string(scalar.i) + ")") +
@@ -333,7 +341,7 @@ TrialResult check_trial(const ValidatedOp& op, const ValidationCase& mc, size_t 
 }
 
 std::string label(const ValidatedOp& op, const ValidationCase& mc, const Signature& sig) {
-  return op.name + " " + sig.to_string() + " for " + mc.text();
+  return op.name + " " + sig.to_string() + " for " + mc.text(*op.schema);
 }
 
 // Whether sig holds on every trial (and applies at all).
@@ -405,12 +413,12 @@ void check_declared(const ValidatedOp& op, const CaseTable& ct, ValidationReport
   {
     const Signature all_b = uniform_signature(metas.size(), sbp::broadcast);
     if (table.empty() || !(table.back() == all_b))
-      rep.failures.push_back(op.name + " for " + mc.text() + ": the table does not end with the all-B signature " +
+      rep.failures.push_back(op.name + " for " + mc.text(*op.schema) + ": the table does not end with the all-B signature " +
                              all_b.to_string());
     for (size_t i = 0; i < table.size(); ++i)
       for (size_t j = i + 1; j < table.size(); ++j)
         if (table[i] == table[j])
-          rep.failures.push_back(op.name + " for " + mc.text() + ": " + table[i].to_string() + " is declared twice");
+          rep.failures.push_back(op.name + " for " + mc.text(*op.schema) + ": " + table[i].to_string() + " is declared twice");
     for (const Signature& sig : table) {
       if (!declared_usable(op, mc, metas, out, sig)) continue;
       ++rep.checked;
@@ -450,21 +458,19 @@ void search_missing(const ValidatedOp& op, const CaseTable& ct, ValidationReport
       auto m = std::find_if(rep.missing.begin(), rep.missing.end(),
                             [&](const MissingSignature& x) { return x.signature == key; });
       if (m == rep.missing.end()) m = rep.missing.insert(rep.missing.end(), MissingSignature{key, {}});
-      m->cases.push_back(mc.text());
+      m->cases.push_back(mc.text(*op.schema));
     }
   }
 }
 
 }  // namespace
 
-std::string ValidationCase::text() const {
+std::string ValidationCase::text() const { return text(OpSchema{}); }
+
+std::string ValidationCase::text(const OpSchema& op) const {
   std::string s;
   for (size_t i = 0; i < inputs.size(); ++i) s += (i ? ", " : "") + inputs[i].meta.to_string();
-  if (!attrs.empty()) {
-    s += "; attrs [";
-    for (size_t i = 0; i < attrs.size(); ++i) s += (i ? ", " : "") + std::to_string(attrs[i]);
-    s += "]";
-  }
+  if (!attrs.empty()) s += "; " + detail::attrs_description(op, attrs);
   return s;
 }
 

@@ -1,21 +1,25 @@
 // The cross-rank consistency check (runtime/consistency.hpp, DESIGN.md 3.5, docs/communicators.md).
-// Per rank set and rank: a count of the ops noted, a running digest of (count, op hash), and the
-// ops noted since the last successful check. A check exchanges one fixed-size record per rank on
-// the rank set's check communicator (or, on large rank sets, reduces their bounds); only when
-// records differ do ranks exchange more (the records, the pending op hashes, then the
-// descriptions of the first op that differs) to name the culprit.
+// Per rank set and rank: a count of the ops noted, a running digest of (count, op hash), the
+// ops noted since the last successful check, and the first data error noted since then. A check
+// exchanges one fixed-size record per rank on the rank set's check communicator (or, on large
+// rank sets, reduces their bounds); only when records differ (or carry a data error) do ranks
+// exchange more (the records, the pending op hashes, then the descriptions of the first op that
+// differs; or the data errors) to name the culprit.
 #include "spsd/runtime/consistency.hpp"
 
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <limits>
 #include <map>
+#include <optional>
 #include <string_view>
 
 #include "context.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/core/shape.hpp"
 #include "spsd/runtime/scheduler.hpp"
+#include "spsd/runtime/value_errors.hpp"
 
 namespace spsd::detail {
 
@@ -50,10 +54,21 @@ struct NotedOp {
   }
 };
 
+// Separators of an op's parts in the text a mismatch exchanges (no description holds them).
+constexpr char kPartsBegin = '\x1e', kPartSeparator = '\x1f';
+
+// A bad value this rank found (note_data_error), waiting for the rank set's next check.
+struct DataError {
+  uint64_t op;    // the op's number on the rank set
+  int64_t index;  // the first bad element's global index
+  std::string message;
+};
+
 struct RankSetState {
   uint64_t seq = 0;              // ops noted since the start, or since the last mismatch
   uint64_t digest = 0;           // folds (seq, op hash) of each of them, in order
   std::vector<NotedOp> pending;  // since the last check was issued
+  std::optional<DataError> data_error;  // the earliest noted since the last check was issued
   Communicator* comm = nullptr;  // the check communicator, once created (used by the check only)
   // Set by a check that found a mismatch (it may run on the communication stream); the rank's
   // thread starts the rank set afresh at its next note or check.
@@ -64,6 +79,7 @@ struct RankSetState {
     seq = 0;
     digest = 0;
     pending.clear();
+    data_error.reset();
   }
 };
 
@@ -72,15 +88,20 @@ struct CheckRequest {
   std::vector<int64_t> ranks;
   uint64_t seq, digest;
   std::vector<NotedOp> pending;
+  std::optional<DataError> data_error;
 };
 
-// What ranks compare. Equal records mean equal op sequences (up to 64-bit hash collisions).
+// What ranks compare. Equal records mean equal op sequences (up to 64-bit hash collisions);
+// data_error is the number of the op where this rank found a bad value (0: none).
 struct Record {
-  uint64_t seq, digest, pending, last;
+  uint64_t seq, digest, pending, last, data_error;
   friend bool operator==(const Record&, const Record&) = default;
+  bool same_ops(const Record& o) const {
+    return seq == o.seq && digest == o.digest && pending == o.pending && last == o.last;
+  }
 };
-static_assert(sizeof(Record) == 4 * sizeof(int64_t));
-constexpr int64_t kRecordWords = 4;
+static_assert(sizeof(Record) == 5 * sizeof(int64_t));
+constexpr int64_t kRecordWords = 5;
 
 CheckMode mode_from_env() {
   const char* v = std::getenv("SPSD_CHECK");
@@ -147,7 +168,7 @@ Communicator& check_communicator(Context& ctx, RankSetState& s, const std::vecto
 // kPointToPointMembers members: one message to and from each other member, so that a timeout
 // names the members whose record never came (MPI cannot say who is missing from a collective).
 // Larger rank sets first reduce: the maximum of each record word and of its complement (~w
-// reverses the order, so that maximum is ~minimum), 2 x 32 bytes in log(n) steps whatever n;
+// reverses the order, so that maximum is ~minimum), 2 x 40 bytes in log(n) steps whatever n;
 // equal maximum and minimum everywhere means every member holds the same record. Only then do
 // they all-gather the records, to name the culprit. Every member sees the same reduction, so
 // all take the same path. Under MPI their timeout says a member is missing but not which.
@@ -190,7 +211,8 @@ int64_t check_bytes(int64_t members) {
 }
 
 // "ranks 0, 2, 3 issued add(...); rank 1 issued full(...)": members grouped by what they said.
-std::string group_by_text(const std::vector<int64_t>& ranks, const std::vector<std::string>& texts) {
+std::string group_by_text(const std::vector<int64_t>& ranks, const std::vector<std::string>& texts,
+                          std::string_view verb = "issued") {
   std::vector<std::pair<std::string, std::vector<int64_t>>> groups;
   for (size_t m = 0; m < texts.size(); ++m) {
     auto g = std::find_if(groups.begin(), groups.end(), [&](const auto& p) { return p.first == texts[m]; });
@@ -202,9 +224,70 @@ std::string group_by_text(const std::vector<int64_t>& ranks, const std::vector<s
     if (!out.empty()) out += "; ";
     out += members.size() == 1 ? "rank " : "ranks ";
     for (size_t i = 0; i < members.size(); ++i) out += (i ? ", " : "") + std::to_string(members[i]);
-    out += " issued " + text;
+    out += (verb == ":" ? ": " : " " + std::string(verb) + " ") + text;
   }
   return out;
+}
+
+// What a member says about the first op that differs: its description, and its parts if any.
+std::string mismatch_text(const NotedOp& op) {
+  std::string text = op.description();
+  if (op.op->parts.empty()) return text;
+  text += kPartsBegin;
+  for (size_t i = 0; i < op.op->parts.size(); ++i) text += (i ? std::string(1, kPartSeparator) : "") + op.op->parts[i];
+  return text;
+}
+
+struct SplitText {
+  std::string head;
+  bool has_parts = false;
+  std::vector<std::string> parts;
+};
+
+SplitText split_text(const std::string& text) {
+  SplitText r;
+  const size_t begin = text.find(kPartsBegin);
+  r.head = text.substr(0, begin);
+  if (begin == std::string::npos) return r;
+  r.has_parts = true;
+  for (size_t at = begin + 1;;) {
+    const size_t end = text.find(kPartSeparator, at);
+    r.parts.push_back(text.substr(at, end == std::string::npos ? end : end - at));
+    if (end == std::string::npos) break;
+    at = end + 1;
+  }
+  return r;
+}
+
+// Members issued the same call over different entries (a checkpoint's tensors): how many entries
+// differ and, grouped by member, the first of them; a few lines whatever the number of entries.
+std::string parts_difference(const std::vector<int64_t>& ranks, const std::vector<SplitText>& said) {
+  size_t longest = 0;
+  for (const SplitText& t : said) longest = std::max(longest, t.parts.size());
+  const auto entry = [&](const SplitText& t, size_t i) {
+    return i < t.parts.size() ? t.parts[i] : concat("(none: ", t.parts.size(), " entries)");
+  };
+  int64_t differ = 0;
+  size_t first = longest;
+  for (size_t i = 0; i < longest; ++i)
+    for (const SplitText& t : said)
+      if (entry(t, i) != entry(said[0], i)) {
+        ++differ;
+        first = std::min(first, i);
+        break;
+      }
+  std::vector<std::string> counts, firsts;
+  for (const SplitText& t : said) {
+    counts.push_back(concat(t.parts.size(), " entries"));
+    firsts.push_back(entry(t, first));
+  }
+  std::string text = concat(said[0].head, ": ", differ, " of ", longest, " entries differ, the first at entry ", first);
+  if (std::any_of(said.begin(), said.end(), [&](const SplitText& t) { return t.parts.size() != longest; }))
+    text += " (" + group_by_text(ranks, counts, ":") + ")";
+  // One line per group of members: "  ranks 0, 2: w1 (4, 4) float32 (S(0)) on placement(...)".
+  std::string lines = group_by_text(ranks, firsts, ":");
+  for (size_t at = 0; (at = lines.find("; ", at)) != std::string::npos;) lines.replace(at, 2, "\n  ");
+  return text + ":\n  " + lines;
 }
 
 // Records differ. Every member holds the same records, so all take this path together and make
@@ -240,16 +323,47 @@ std::string group_by_text(const std::vector<int64_t>& ranks, const std::vector<s
   // Ops are numbered from 1 per rank set; members agreed up to the last check, so their bases match.
   const uint64_t base = records[0].seq - records[0].pending;
   std::string text = first < static_cast<int64_t>(s.pending.size())
-                         ? s.pending[first].description()
+                         ? mismatch_text(s.pending[first])
                          : concat("<no op: this rank issued only ", s.seq, " ops>");
-  std::vector<std::string> texts = all_gather_text(comm, text);
-  throw_error("consistency check", "ranks disagree on global op #", base + first + 1, " on ranks ", join(ranks), ": ",
-              group_by_text(ranks, texts));
+  std::vector<SplitText> said;
+  for (const std::string& t : all_gather_text(comm, text)) said.push_back(split_text(t));
+  const std::string prefix = concat("ranks disagree on global op #", base + first + 1, " on ranks ", join(ranks), ": ");
+  // One call over different entries (a member with none has no parts).
+  const bool same_call =
+      std::all_of(said.begin(), said.end(), [&](const SplitText& t) { return t.head == said[0].head; }) &&
+      std::any_of(said.begin(), said.end(), [](const SplitText& t) { return t.has_parts; });
+  if (same_call) throw_error("consistency check", prefix, parts_difference(ranks, said));
+  std::vector<std::string> heads;
+  for (const SplitText& t : said) heads.push_back(t.head);
+  throw_error("consistency check", prefix, group_by_text(ranks, heads));
+}
+
+// Members issued the same ops, and some found a bad value in their pieces (note_data_error).
+// Every member learns each one's (op, index) and message, and all throw the earliest's.
+[[noreturn]] void report_data_error(Communicator& comm, const CheckRequest& s) {
+  const int64_t n = comm.size();
+  const int64_t none = std::numeric_limits<int64_t>::max();
+  const int64_t mine[2] = {s.data_error ? static_cast<int64_t>(s.data_error->op) : none,
+                           s.data_error ? s.data_error->index : none};
+  std::vector<int64_t> all(static_cast<size_t>(2 * n));
+  comm.all_gather(mine, all.data(), 2, DType::kInt64);
+  const std::vector<std::string> messages = all_gather_text(comm, s.data_error ? s.data_error->message : "");
+  int64_t first = 0;
+  for (int64_t m = 1; m < n; ++m)
+    if (std::pair(all[2 * m], all[2 * m + 1]) < std::pair(all[2 * first], all[2 * first + 1])) first = m;
+  throw Error(concat(messages[first], " (found by world rank ", s.ranks[first], "; raised on every rank of ",
+                     join(s.ranks), " at their next consistency check)"));
 }
 
 }  // namespace
 
 OpIdentity::OpIdentity(std::string d) : description(std::move(d)), hash(hash_text(description)) {}
+
+OpIdentity::OpIdentity(std::string d, std::vector<std::string> p) : description(std::move(d)), parts(std::move(p)) {
+  std::string all = description;
+  for (const std::string& part : parts) all += kPartSeparator + part;
+  hash = hash_text(all);
+}
 
 void set_check_mode(CheckMode mode) { table(context("set_check_mode")).mode = mode; }
 CheckMode check_mode() { return table(context("check_mode")).mode; }
@@ -269,11 +383,32 @@ void note_op(const std::vector<int64_t>& ranks, std::shared_ptr<const OpIdentity
   if (t.mode == CheckMode::kEveryOp || s.pending.size() >= kMaxPendingOps) check_ops(ranks);
 }
 
+void note_data_error(const std::vector<int64_t>& ranks, uint64_t op_number, int64_t index, std::string message) {
+  if (ranks.size() == 1) throw Error(std::move(message));  // nobody waits for this rank's answer
+  Context& ctx = context("note_data_error");
+  ConsistencyTable& t = table(ctx);
+  if (t.mode == CheckMode::kOff) return;  // no check would carry it (docs/operators.md)
+  RankSetState& s = state(ctx, t, ranks, "note_data_error");
+  s.restart_if_asked();
+  if (!s.data_error || std::pair(op_number, index) < std::pair(s.data_error->op, s.data_error->index))
+    s.data_error = DataError{op_number, index, std::move(message)};
+}
+
+uint64_t op_number(const std::vector<int64_t>& ranks) {
+  Context& ctx = context("op_number");
+  ConsistencyTable& t = table(ctx);
+  if (t.mode == CheckMode::kOff) return 0;
+  RankSetState& s = state(ctx, t, ranks, "op_number");
+  s.restart_if_asked();
+  return s.seq;
+}
+
 namespace {
 
 // The check itself: on the communication stream, or inline when it is idle.
 void compare(Context& ctx, RankSetState& s, const CheckRequest& request) {
-  const Record mine{request.seq, request.digest, request.pending.size(), request.pending.back().hash};
+  const Record mine{request.seq, request.digest, request.pending.size(), request.pending.back().hash,
+                    request.data_error ? request.data_error->op : 0};
   std::vector<Record> records;
   try {
     records = differing_records(check_communicator(ctx, s, request.ranks), mine);
@@ -282,7 +417,13 @@ void compare(Context& ctx, RankSetState& s, const CheckRequest& request) {
     throw_error("consistency check", "ranks ", join(request.ranks), " could not compare their global ops (world rank ",
                 ctx.rank, " is at op #", request.seq, ", ", request.pending.back().description(), "): ", e.what());
   }
-  if (records.empty()) return;
+  // Every member holds the same records here, so all take the same branch below.
+  if (records.empty()) {
+    if (mine.data_error != 0) report_data_error(*s.comm, request);  // every member found one
+    return;
+  }
+  if (std::all_of(records.begin(), records.end(), [&](const Record& r) { return r.same_ops(mine); }))
+    report_data_error(*s.comm, request);
   s.restart.store(true, std::memory_order_release);
   report_mismatch(*s.comm, request, records);
 }
@@ -293,13 +434,16 @@ void check_ops(const std::vector<int64_t>& ranks) {
   Context& ctx = context("check_ops");
   ConsistencyTable& t = table(ctx);
   if (t.mode == CheckMode::kOff) return;
+  poll_value_checks(false);  // a bad value a device kernel found by now rides on this check
   RankSetState& s = state(ctx, t, ranks, "check_ops");
   s.restart_if_asked();
   if (s.pending.empty() || ranks.size() == 1) return;
   // The check is communication like any other: it goes to the stream in program order, with
   // what this rank noted so far (the rank goes on noting while it waits there).
-  auto request = std::make_shared<const CheckRequest>(CheckRequest{ranks, s.seq, s.digest, std::move(s.pending)});
+  auto request = std::make_shared<const CheckRequest>(
+      CheckRequest{ranks, s.seq, s.digest, std::move(s.pending), std::move(s.data_error)});
   s.pending.clear();
+  s.data_error.reset();
   issue_comm({"consistency check", {}, {}, [&ctx, &s, request] { compare(ctx, s, *request); },
               check_bytes(static_cast<int64_t>(ranks.size()))});
 }

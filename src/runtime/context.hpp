@@ -17,6 +17,7 @@
 #include "spsd/runtime/memory_stats.hpp"
 #include "spsd/runtime/stream.hpp"
 #include "spsd/runtime/trace.hpp"
+#include "spsd/runtime/value_errors.hpp"
 
 namespace spsd::detail {
 
@@ -44,6 +45,7 @@ struct Context {
   // memory_stats(cpu): the host storage bytes of this rank (Storage keeps a reference).
   std::shared_ptr<HostMemoryCounter> host_memory = std::make_shared<HostMemoryCounter>();
   std::shared_ptr<ConsistencyTable> consistency;  // created at the first note_op (shared_ptr: opaque here)
+  ValueCheckLedger value_checks;  // device launches checking input values (runtime/value_errors.hpp)
   // The CUDA device, bound at the first use of a cuda placement. Declared last so it goes first:
   // its communicators wrap or were bootstrapped by the host ones above.
   std::unique_ptr<DeviceRuntime> device;

@@ -38,6 +38,9 @@ void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType sr
   }
   device_runtime("copy").copy_bytes(dst, dst_device, src, src_device, bytes);
   note_device_copy(dst_device, src_device, bytes);
+  // The host waited for the stream of the copy: the compute stream (what its kernels found in
+  // input values is then final), unless this thread's kernels go to another one meanwhile.
+  if (dst_device == DeviceType::kCPU) poll_value_checks(kernel_stream_override() == nullptr);
 }
 
 void zero_bytes(void* dst, DeviceType device, int64_t bytes) {

@@ -2,6 +2,7 @@
 #include "spsd/runtime/runtime.hpp"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -90,6 +91,8 @@ struct Runtime::Impl {
   std::unique_ptr<boost::mpi::environment> environment;  // only when we initialized MPI
 #endif
   std::unique_ptr<detail::Context> context;
+  // Exceptions in flight when the Runtime began: more at its end means one is unwinding past it.
+  int uncaught_at_start = std::uncaught_exceptions();
 };
 
 Runtime::Runtime() : impl_(std::make_unique<Impl>()) { init(nullptr, nullptr); }
@@ -132,6 +135,9 @@ void Runtime::init(int* argc, char*** argv) {
 }
 
 Runtime::~Runtime() {
+  // Taken first: finishing the queue below may raise (and note) errors of its own.
+  const bool unwinding = std::uncaught_exceptions() > impl_->uncaught_at_start;
+  const std::string in_flight = unwinding ? detail::last_error() : std::string();
   // The queued communication finishes (or times out) before anything it uses goes away.
   if (impl_->context) impl_->context->comm_stream.reset();
   detail::set_current_context(nullptr);
@@ -139,9 +145,15 @@ Runtime::~Runtime() {
   // A timed-out MPI wait leaves requests pending that no rank will complete: MPI_Finalize (and
   // freeing the communicators) could hang, so the job ends here (docs/communicators.md).
   if (impl_->context && detail::mpi_wait_timed_out()) {
-    std::fprintf(stderr, "spsd: rank %lld: aborting the MPI job at exit: a wait timed out earlier (see the error it raised)\n",
-                 static_cast<long long>(impl_->context->rank));
+    const long long me = static_cast<long long>(impl_->context->rank);
+    // An error unwinding past the Runtime would be caught only after MPI_Abort ended the job:
+    // its text is printed here, or the user would never see it.
+    if (!in_flight.empty()) std::fprintf(stderr, "spsd: rank %lld: spsd::Error: %s\n", me, in_flight.c_str());
+    std::fprintf(stderr, "spsd: rank %lld: aborting the MPI job at exit: a wait timed out earlier (%s)\n", me,
+                 in_flight.empty() ? "see the error it raised" : "the error above");
     std::fflush(stderr);
+    // The other ranks whose waits timed out alike get to print theirs before the launcher ends them.
+    std::this_thread::sleep_for(std::chrono::milliseconds(500));
     MPI_Abort(MPI_COMM_WORLD, 1);
   }
 #endif
@@ -157,6 +169,7 @@ void synchronize() {
   if (!ctx.device) return;
   ctx.device->synchronize();
   detail::note_device_synchronization();
+  detail::poll_value_checks(true);
 }
 
 CommStats comm_stats() {

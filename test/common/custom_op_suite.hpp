@@ -17,6 +17,35 @@
 
 namespace spsd_test {
 
+// BiasGelu with a wrong rule planted before all-B: gelu is not linear, so P(sum) cannot pass
+// through it, yet the resolver would take the rule (it needs no boxing) for a partial x.
+struct PlantedPartialRule : examples::BiasGelu {
+  static constexpr std::string_view name = "bias_gelu_planted_partial";
+  static std::vector<spsd::Signature> signatures(std::span<const spsd::TensorMeta> in, const spsd::OpAttrs& attrs) {
+    std::vector<spsd::Signature> t = BiasGelu::signatures(in, attrs);
+    t.insert(t.end() - 1, spsd::Signature{{spsd::sbp::partial_sum, spsd::sbp::broadcast}, spsd::sbp::partial_sum});
+    return t;
+  }
+};
+
+// With validation on first dispatch (SPSD_CHECK_OPS), the planted rule is an Error at the op's
+// first call, on every rank of the placement, naming the op and the row; and at every later call.
+inline void check_planted_rule_refused(const spsd::Placement& p, Failures& f) {
+  using namespace spsd;
+  const NdSbp B(std::vector<Sbp>(p.mesh().ndim(), sbp::broadcast));
+  const auto x = ones<float>(Shape{4, 3}, p, B), b = ones<float>(Shape{3}, p, B);
+  for (int call = 0; call < 2; ++call)
+    expect_error(f, "the planted rule, call " + std::to_string(call), [&] { (void)call_op<PlantedPartialRule>(x, b); },
+                 {"bias_gelu_planted_partial: its SBP signature table does not hold for its kernel (SPSD_CHECK_OPS=1",
+                  "declared signature fails: bias_gelu_planted_partial (P(sum), B) -> P(sum) for (4, 3) float32, (3,) float32",
+                  "reduced pieces"});
+  try {  // the right table passes
+    (void)examples::bias_gelu(x, b);
+  } catch (const Error& e) {
+    f.add(std::string("bias_gelu under SPSD_CHECK_OPS: ") + e.what());
+  }
+}
+
 struct BiasGeluRef {
   std::vector<double> y, dx, db;
 };

@@ -208,10 +208,11 @@ void results_at_zero_size(Run& run, const Placement& p) {
         expect_tensor(run, "matmul with b " + lb.to_string() + in, matmul(x, zeros<float>({0, 3}, p, lb)), Shape{2, 3},
                       {0, 0, 0, 0, 0, 0});
     });
-    run.run("cross_entropy: C = 0 gives NaN (every label out of range)" + in, [&] {
+    run.error("cross_entropy: C = 0 is an Error (every label is out of range)" + in, [&] {
       const auto labels = zeros<int64_t>({2}, p, NdSbp(std::vector<Sbp>(p.mesh().ndim(), sbp::broadcast)));
-      expect_tensor(run, "cross_entropy" + in, cross_entropy(x, labels), Shape{}, {kNaN});
-    });
+      const Tensor<float> loss = cross_entropy(x, labels).full();
+      synchronize();  // an error raised by a queued check surfaces here
+    }, {"cross_entropy: labels[0] = 0 is outside [0, 0), the classes (the last axis of (2, 0) float32)"});
     run.run("mean: over an axis of size 0 is NaN, kept rows" + in,
             [&] { expect_tensor(run, "mean axis 1" + in, mean(x, {1}, true), Shape{2, 1}, {kNaN, kNaN}); });
   }
@@ -227,11 +228,11 @@ void results_at_zero_size(Run& run, const Placement& p) {
   run.run("from_host: an empty tensor" + on, [&] {
     expect_tensor(run, "from_host", from_host(Tensor<float>::from_vector({0, 2}, {}), p, all_b), Shape{0, 2}, {});
   });
-  run.run("embedding: an out-of-range index gives a NaN row" + on, [&] {
+  // Every rank holds every index (B): each finds the first bad one, and all throw at once.
+  run.error("embedding: an index outside [0, V) is an Error naming the first" + on, [&] {
     const auto w = host<float>({3, 2}, {0, 1, 2, 3, 4, 5}, p, all_b);
-    expect_tensor(run, "embedding", embedding(w, host<int64_t>({3}, {1, 3, -1}, p, all_b)), Shape{3, 2},
-                  {2, 3, kNaN, kNaN, kNaN, kNaN});
-  });
+    (void)embedding(w, host<int64_t>({3}, {1, 3, -1}, p, all_b));
+  }, {"embedding: indices[1] = 3 is outside [0, 3), the rows of the weight (3, 2) float32"});
 }
 
 void results_with_nan(Run& run, const Placement& p) {
@@ -385,14 +386,19 @@ void results_elsewhere(Run& run, const Placement& p) {
       expect_tensor(run, "add " + l.to_string(), x + 1.0f, Shape{4}, {2, kNaN, 4, 5});
     }
   });
-  run.run("pick: a label >= C gives NaN, and cross_entropy a NaN loss", [&] {
-    for (const NdSbp& l : layouts_for(p, Shape{2, 3})) {
-      const auto x = host<float>({2, 3}, {0, 1, 2, 3, 4, 5}, world, l);
-      const auto labels = host<int64_t>({2}, {2, 3}, world, B);
-      expect_tensor(run, "pick " + l.to_string(), pick(x, labels), Shape{2}, {2, kNaN});
-      expect_tensor(run, "cross_entropy " + l.to_string(), cross_entropy(x, labels), Shape{}, {kNaN});
-    }
-  });
+  for (const NdSbp& l : layouts_for(p, Shape{2, 3})) {
+    const auto x = host<float>({2, 3}, {0, 1, 2, 3, 4, 5}, world, l);
+    const auto labels = host<int64_t>({2}, {2, 3}, world, B);
+    // At once, or at the check full() runs where the op split the labels.
+    run.error("pick: a label >= C is an Error naming it (x " + l.to_string() + ")", [&] {
+      const Tensor<float> y = pick(x, labels).full();
+      synchronize();
+    }, {"pick: labels[1] = 3 is outside [0, 3), the classes (the last axis of (2, 3) float32)"});
+    run.error("cross_entropy: a label >= C is an Error naming it (x " + l.to_string() + ")", [&] {
+      const Tensor<float> loss = cross_entropy(x, labels).full();
+      synchronize();
+    }, {"cross_entropy: labels[1] = 3 is outside [0, 3)"});
+  }
   run.run("max: of a row of -inf on B is -inf", [&] {
     expect_tensor(run, "max", spsd::max(host<float>({3}, {-kInf, -kInf, -kInf}, world, B)), Shape{}, {-kInf});
     expect_tensor(run, "min", spsd::min(host<float>({2}, {kInf, kInf}, world, B)), Shape{}, {kInf});
@@ -559,6 +565,29 @@ void collective_errors(Run& run, const Placement& p) {
             {"from_host", "must pass the same tensor", "different from rank 0"});
 }
 
+// Indices out of range in some ranks' pieces (op/index_check.hpp): raised at the placement's
+// next consistency check, which reading the result (or any communication) runs, on every rank,
+// naming the first bad value; on one rank at once.
+void index_errors(Run& run, const Placement& p) {
+  const NdSbp rows(std::vector<Sbp>(p.mesh().ndim(), sbp::split(0)));
+  const std::string on = " (" + rows.to_string() + " on " + p.to_string() + ")";
+  run.error("embedding: an index out of range in one rank's piece" + on, [&] {
+    const auto w = host<float>({4, 3}, std::vector<float>(12, 0.5f), p, NdSbp(std::vector<Sbp>(p.mesh().ndim(), sbp::broadcast)));
+    const Tensor<float> y = embedding(w, host<int64_t>({8}, {0, 1, 2, 3, 0, 9, 2, 1}, p, rows)).full();
+    synchronize();
+  }, {"embedding: indices[5] = 9 is outside [0, 4), the rows of the weight (4, 3) float32"});
+  run.error("cross_entropy: labels out of range in two ranks' pieces, the first named" + on, [&] {
+    const auto logits = host<float>({8, 5}, std::vector<float>(40, 0.25f), p, rows);
+    const Tensor<float> loss = cross_entropy(logits, host<int64_t>({8}, {0, 1, 2, -1, 4, 0, 7, 1}, p, rows)).full();
+    synchronize();
+  }, {"cross_entropy: labels[3] = -1 is outside [0, 5), the classes (the last axis of (8, 5) float32)"});
+  run.error("pick: a label out of range, raised by the placement's next communication" + on, [&] {
+    (void)pick(host<float>({6, 4}, std::vector<float>(24, 1.0f), p, rows), host<int64_t>({6}, {0, 1, 2, 3, 0, 4}, p, rows));
+    const Tensor<float> other = randn<float>({4}, p, rows, 1).full();
+    synchronize();
+  }, {"pick: labels[5] = 4 is outside [0, 4), the classes (the last axis of (6, 4) float32)"});
+}
+
 }  // namespace
 
 int run_edge_cases(Failures& failures, std::set<std::string>& covered) {
@@ -572,6 +601,7 @@ int run_edge_cases(Failures& failures, std::set<std::string>& covered) {
   for (const Placement& p : placements) {
     results_at_zero_size(run, p);
     results_with_nan(run, p);
+    index_errors(run, p);
     results_against_pytorch(run, p);
   }
   results_elsewhere(run, line);

@@ -1,11 +1,12 @@
 // gpu-misc: GlobalTensor::item() and distribute on cuda placements (misc_suite.hpp): item's one
 // device -> host copy and collective, distribute's host pieces copied to each rank's device, for
 // every layout; a user op with only a cpu kernel (examples/custom/bias_gelu.hpp) on a cuda
-// placement: an spsd::Error naming it, on every rank; the results issue 38 fixed against
-// PyTorch, on cuda (argmax/argmin of rows of only -inf/+inf split with an empty piece, var with N -
-// correction = 0 on a split axis, pow's gradient where the exponent is 0). On this process's ranks
-// and, when run alone, on 2 and 4 simulated ranks sharing the GPU. Exits 77 (meson: SKIP) only
-// where the machine has no CUDA device (cuda_devices.hpp).
+// placement: an spsd::Error naming it, on every rank; an index out of range found by a kernel
+// without a host wait, raised on every rank; the results issue 38 fixed against PyTorch, on cuda
+// (argmax/argmin of rows of only -inf/+inf split with an empty piece, var with N - correction = 0
+// on a split axis, pow's gradient where the exponent is 0). On this process's ranks and, when run
+// alone, on 2 and 4 simulated ranks sharing the GPU. Exits 77 (meson: SKIP) only where the
+// machine has no CUDA device (cuda_devices.hpp).
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -64,10 +65,40 @@ void check_results_against_pytorch(Failures& f) {
   }
 }
 
+// An index out of range on cuda (op/index_check.hpp): the op waits for nothing on the host (a
+// kernel reports into the device flag), and every rank raises the error naming the op and the
+// first bad value once the flag was read (synchronize()) and a consistency check ran (full()).
+void check_out_of_range_on_cuda(Failures& f) {
+  std::vector<int64_t> ranks(world_size());
+  for (int64_t r = 0; r < world_size(); ++r) ranks[r] = r;
+  const Placement p("cuda", ranks);
+  const auto w = ones<float>(Shape{4, 3}, p, NdSbp(sbp::broadcast));
+  const auto ids = from_host(Tensor<int64_t>::from_vector({8}, {0, 1, 2, 3, 0, 9, 2, 1}), p, NdSbp(sbp::split(0)));
+  const auto labels = from_host(Tensor<int64_t>::from_vector({8}, {0, 1, 2, -1, 2, 0, 5, 1}), p, NdSbp(sbp::split(0)));
+  const auto logits = ones<float>(Shape{8, 3}, p, NdSbp(sbp::split(0)));
+  for (int which = 0; which < 2; ++which) {
+    const std::string what = which == 0 ? "embedding on cuda" : "cross_entropy on cuda";
+    const std::string want = which == 0 ? "embedding: indices[5] = 9 is outside [0, 4), the rows of the weight (4, 3) float32"
+                                        : "cross_entropy: labels[3] = -1 is outside [0, 3)";
+    try {
+      const int64_t waits = device_traffic().total.synchronizations;
+      const GlobalTensor<float> y = which == 0 ? embedding(w, ids) : cross_entropy(logits, labels);
+      if (device_traffic().total.synchronizations != waits) f.add(what + ": the op waited for the device");
+      synchronize();  // reads the flag (one rank: raised here)
+      (void)y.full();  // a consistency check carries it to every rank
+      synchronize();
+      f.add(what + ": no error");
+    } catch (const Error& e) {
+      if (std::string(e.what()).find(want) == std::string::npos) f.add(what + ": unexpected error: " + e.what());
+    }
+  }
+}
+
 void run_all(Failures& f) {
   spsd_test::run_item_suite(f, "cuda");
   spsd_test::run_distribute_suite(f, "cuda");
   check_cpu_only_op_on_cuda(f);
+  check_out_of_range_on_cuda(f);
   check_results_against_pytorch(f);
 }
 }  // namespace

@@ -2,7 +2,8 @@
 # Bounded waits under MPI (docs/communicators.md, "When ranks disagree"): runs diverge_timeout
 # on 4 ranks with SPSD_TIMEOUT_S=2 in each mode, and checks that the ranks left waiting print
 # an spsd::Error naming what they waited for, and that the job ends well before the sleeping
-# rank would have (and far below MPIEXEC_TIMEOUT). Exits 0 when all of that holds.
+# rank would have (and far below MPIEXEC_TIMEOUT); and, where the program catches the error
+# outside the Runtime's scope, that ~Runtime prints it once per rank. Exits 0 when all of that holds.
 #   usage: check_diverge_timeout.sh MPIRUN DIVERGE_TIMEOUT
 set -uo pipefail
 
@@ -63,6 +64,19 @@ for mode in check create create-rounds collective; do
   done
   grep -q "aborting the MPI job at exit" "$log" || { cat "$log" >&2; fail "mode $mode: no rank said it aborts the job"; }
 done
+
+# The error caught outside the Runtime's scope: ~Runtime aborts the job before the handler runs,
+# so it prints the error's text itself, once per waiting rank.
+run outside
+[ "$status" -ne 0 ] || { cat "$log" >&2; fail "mode outside: the job exited 0"; }
+[ "$(echo "$seconds < 20" | bc)" -eq 1 ] || { cat "$log" >&2; fail "mode outside: took $seconds s"; }
+for r in 0 1 2; do
+  n=$(grep -cF "spsd: rank $r: spsd::Error: all_reduce: no completion within 2 s on communicator(world ranks [0, 1, 2, 3], rank $r)" "$log")
+  [ "$n" -eq 1 ] || { cat "$log" >&2; fail "mode outside: rank $r printed the error's text $n times, not once"; }
+  grep -qF "spsd: rank $r: aborting the MPI job at exit: a wait timed out earlier (the error above)" "$log" ||
+    { cat "$log" >&2; fail "mode outside: rank $r did not say it aborts the job"; }
+done
+grep -q "caught outside the Runtime" "$log" && { cat "$log" >&2; fail "mode outside: a handler ran after MPI_Abort"; }
 
 # Creation order: an error at once on both ranks, and the job goes on and exits 0.
 run order

@@ -8,6 +8,9 @@
 //   diverge_timeout collective  the last rank never joins a data all_reduce
 //   diverge_timeout order       ranks 0 and 1 create {0, 1} and {1, 0}: both get spsd::Error at
 //                               once, and can go on (exit 0)
+//   diverge_timeout outside     as collective, but the program catches the error outside the
+//                               Runtime's scope: ~Runtime must print its text before MPI_Abort
+//                               (the handler never runs)
 //
 // In the timeout modes the last rank sleeps 15 s and exits normally; the others print their
 // spsd::Error on stderr ("diverge_timeout rank R: spsd::Error: ..."), and ~Runtime aborts the job.
@@ -51,9 +54,33 @@ int order_mode() {
   return 0;
 }
 
+// The last rank never joins an all_reduce; the others' Error unwinds past the Runtime, whose
+// destructor aborts the job (the catch below is reached only if it did not).
+int outside_mode(int argc, char** argv) {
+  int me = -1;
+  try {
+    spsd::Runtime runtime(argc, argv);
+    me = spsd::rank();
+    spsd::Communicator& data = spsd::world_communicator();  // created by every rank
+    if (me == spsd::world_size() - 1) {
+      std::this_thread::sleep_for(std::chrono::seconds(15));
+      std::fprintf(stderr, "diverge_timeout rank %d: slept 15 s, exiting normally\n", me);
+      return 0;
+    }
+    float x = 1, y = 0;
+    data.all_reduce(&x, &y, 1, spsd::DType::kFloat32, spsd::ReduceOp::kSum);
+    std::fprintf(stderr, "diverge_timeout rank %d: no error\n", me);
+    return 2;
+  } catch (const spsd::Error& e) {
+    std::fprintf(stderr, "diverge_timeout rank %d: caught outside the Runtime, after it ended: %s\n", me, e.what());
+    return 3;
+  }
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  if (argc > 1 && std::strcmp(argv[1], "outside") == 0) return outside_mode(argc, argv);
   spsd::Runtime runtime(argc, argv);
   const char* mode = argc > 1 ? argv[1] : "check";
   if (std::strcmp(mode, "order") == 0) return order_mode();

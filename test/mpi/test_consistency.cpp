@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "data_error_suite.hpp"
 #include "failures.hpp"
 
 using Catch::Matchers::Contains;
@@ -188,4 +189,12 @@ TEST_CASE("consistency: checks leave data collectives and counters alone", "[mpi
       check_ops(half);
     }
   }
+}
+
+TEST_CASE("consistency: data errors ride on the next check, and a call's entries are compared one by one",
+          "[mpi][consistency]") {
+  spsd_test::Failures f;
+  spsd_test::run_data_error_suite(world(), f);
+  INFO(f.report());
+  CHECK(f.empty());
 }

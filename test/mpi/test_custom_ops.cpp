@@ -25,3 +25,16 @@ TEST_CASE("mpi custom op: bias_gelu on a 2x2 mesh", "[custom-ops]") {
   INFO(f.report());
   CHECK(f.empty());
 }
+
+TEST_CASE("mpi custom op: with SPSD_CHECK_OPS a wrong rule is an Error at its first dispatch, on every rank",
+          "[custom-ops]") {
+  const bool validating = op_validation();
+  set_op_validation(true);
+  std::vector<int64_t> ranks(world_size());
+  std::iota(ranks.begin(), ranks.end(), 0);
+  spsd_test::Failures f;
+  spsd_test::check_planted_rule_refused(Placement("cpu", ranks), f);
+  set_op_validation(validating);
+  INFO(f.report());
+  CHECK(f.empty());
+}

@@ -263,6 +263,37 @@ TEST_CASE("checkpoint: bad arguments throw on every rank, naming the operation a
              ContainsAll({"StateDict::insert", "\"two words\"", "without spaces"}));
 }
 
+TEST_CASE("checkpoint: ranks that pass different tensors are told the first that differs and how many, in a few lines",
+          "[checkpoint]") {
+  TempDir tmp;
+  const Placement line("cpu", {0, 1, 2});
+  const auto name = [](int i) { return std::string("layer") + (i < 10 ? "0" : "") + std::to_string(i) + ".weight"; };
+  spsd::simulate(3, [&] {
+    StateDict state;
+    for (int i = 0; i < 37; ++i) state.insert(name(i), zeros<float>({4, 6}, line, sbp::split(0)));
+    save_checkpoint(state, tmp.path);
+  });
+  // Rank 2 asks for two tensors in another layout (made by the raw constructor, which the
+  // consistency check does not see: only the load call differs).
+  const std::vector<std::string> errors = spsd_test::errors_by_rank(3, [&] {
+    StateDict into;
+    for (int i = 0; i < 37; ++i) {
+      const NdSbp nd = rank() == 2 && (i == 5 || i == 20) ? NdSbp(sbp::broadcast) : NdSbp(sbp::split(0));
+      into.insert(name(i), GlobalTensor<float>(Shape{4, 6}, line, nd, Tensor<float>(box_of(Shape{4, 6}, line, nd, rank()).shape())));
+    }
+    load_checkpoint(tmp.path, into);
+  });
+  const std::string on = " on placement(type=\"cpu\", ranks=[0, 1, 2])";
+  expect_error_everywhere(errors, {"consistency check: ranks disagree on global op #",
+                                   ": load_checkpoint(" + tmp.path + "): 2 of 37 entries differ, the first at entry 5:\n",
+                                   "\n  ranks 0, 1: layer05.weight (4, 6) float32 (S(0))" + on,
+                                   "\n  rank 2: layer05.weight (4, 6) float32 (B)" + on});
+  for (const std::string& e : errors) {
+    CHECK(std::count(e.begin(), e.end(), '\n') == 2);
+    CHECK(e.size() < 500);
+  }
+}
+
 namespace {
 
 // Trains the 2d MLP on 4 ranks for steps [from, to), starting from `resume` if given and

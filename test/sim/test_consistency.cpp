@@ -5,6 +5,7 @@
 #include <chrono>
 #include <thread>
 
+#include "data_error_suite.hpp"
 #include "sim_helpers.hpp"
 
 using namespace spsd_test;
@@ -317,4 +318,55 @@ TEST_CASE("consistency: misuse of note_op and the op identity", "[consistency]")
   CHECK_THROWS_WITH(note_op({0}, op("a()")), Contains("note_op: no spsd::Runtime is active"));
   CHECK(OpIdentity("add()").hash == OpIdentity("add()").hash);
   CHECK(OpIdentity("add()").hash != OpIdentity("add( )").hash);
+}
+
+TEST_CASE("consistency: data errors ride on the next check, and a call's entries are compared one by one",
+          "[consistency]") {
+  const int n = GENERATE(1, 2, 3, 4, 12);  // 12: bounds reduced, records all-gathered
+  INFO(n << " simulated ranks");
+  Failures failures = on_simulated_ranks(n, [&](Failures& f) { run_data_error_suite(iota(n), f); });
+  INFO(failures.report());
+  CHECK(failures.empty());
+}
+
+// The host half of the device flag (runtime/value_errors.hpp): a launch's find, as a kernel
+// writes it, becomes a data error of its rank set, named by the launch's own description.
+TEST_CASE("consistency: a value a device launch found becomes a data error raised on every rank", "[consistency]") {
+  using spsd::detail::FoundValue;
+  using spsd::detail::ValueCheck;
+  using spsd::detail::ValueCheckLedger;
+  Failures failures = on_simulated_ranks(3, [&](Failures& f) {
+    const std::vector<int64_t> ranks = iota(3);
+    const auto describe = [](std::string op) {
+      return [op](int64_t position, int64_t value) {
+        return std::pair(position + 10, op + ": indices[" + std::to_string(position + 10) + "] = " + std::to_string(value));
+      };
+    };
+    ValueCheckLedger ledger;
+    FoundValue found{0, 0, 0};
+    note_op(ranks, op("embedding()"));
+    ledger.add({ranks, spsd::detail::op_number(ranks), describe("embedding")});
+    note_op(ranks, op("pick()"));
+    const int64_t second = ledger.add({ranks, spsd::detail::op_number(ranks), describe("pick")});
+    ledger.poll(found, false);  // nothing found yet, launches may still run: both kept
+    if (ledger.size() != 2) f.add("a poll before any launch finished dropped launches");
+    if (spsd::rank() == 2) found = {second, 4, 99};  // as record_out_of_range_kernel writes it
+    ledger.poll(found, false);
+    ledger.poll(found, false);  // reported once
+    if (spsd::rank() == 2 && ledger.size() != 0) f.add("launches up to the one that found a value are kept");
+    ledger.poll(found, true);
+    if (found.tag != 0 || ledger.size() != 0) f.add("a complete poll left the record set, or launches listed");
+    std::string e;
+    try {
+      note_op(ranks, op("full()"));
+      check_ops(ranks);
+      spsd::synchronize();
+    } catch (const spsd::Error& x) {
+      e = x.what();
+    }
+    if (e.find("pick: indices[14] = 99 (found by world rank 2") == std::string::npos)
+      f.add("rank " + std::to_string(spsd::rank()) + " got \"" + e + "\"");
+  });
+  INFO(failures.report());
+  CHECK(failures.empty());
 }

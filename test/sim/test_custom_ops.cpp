@@ -1,8 +1,10 @@
 // User-defined ops (docs/custom_ops.md), with the example op examples/custom/bias_gelu.hpp:
 // its differential test over every layout on simulated meshes (forward and gradients against
 // the single-process result), its table through the rule validator, a planted wrong rule that
-// the validator reports and that would give wrong results, the name registry, a cpu-only op on
-// a cuda target, and the concepts call_op checks.
+// the validator reports and that would give wrong results (and that validation on first
+// dispatch, SPSD_CHECK_OPS, refuses on every rank), the name registry, a cpu-only op on a cuda
+// target, the concepts call_op checks, and a backward reading an int64 scalar exactly.
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cmath>
 #include <cstdio>
@@ -17,16 +19,7 @@ using spsd_test::Failures;
 
 namespace {
 
-// BiasGelu with a wrong rule planted before all-B: gelu is not linear, so P(sum) cannot pass
-// through it, yet the resolver would take the rule (it needs no boxing) for a partial x.
-struct PlantedPartialRule : BiasGelu {
-  static constexpr std::string_view name = "bias_gelu_planted_partial";
-  static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs& attrs) {
-    std::vector<Signature> t = BiasGelu::signatures(in, attrs);
-    t.insert(t.end() - 1, Signature{{sbp::partial_sum, sbp::broadcast}, sbp::partial_sum});
-    return t;
-  }
-};
+using spsd_test::PlantedPartialRule;
 
 // And one that splits x's columns but keeps b whole: the kernel indexes b by the piece's column.
 struct PlantedSplitRule : BiasGelu {
@@ -108,7 +101,9 @@ TEST_CASE("custom op: a planted wrong rule is reported by the validator, and wou
                                   Catch::Contains("reduced pieces") && Catch::Contains("expected"));
     CHECK_FALSE(r.ok());
     // What the validator prevents: a P(sum) x takes the planted rule (no boxing), and the
-    // reduced result is not gelu(x + b).
+    // reduced result is not gelu(x + b). Validation on first dispatch would refuse the op.
+    const bool validating = op_validation();
+    set_op_validation(false);
     Failures f = spsd_test::on_simulated_ranks(2, [](Failures& mine) {
       const Placement p = spsd_test::mesh_placement(Shape{2});
       const Tensor<double> xv = spsd_test::reference_tensor<double>(Shape{4, 3});
@@ -121,6 +116,7 @@ TEST_CASE("custom op: a planted wrong rule is reported by the validator, and wou
       for (size_t i = 0; i < right.size(); ++i) worst = std::max(worst, std::abs(planted[i] - right[i]));
       if (worst < 1e-3) mine.add("the planted rule gave the right result: the test shows nothing");
     });
+    set_op_validation(validating);
     INFO(f.report());
     CHECK(f.empty());
   }
@@ -170,4 +166,57 @@ TEST_CASE("custom op: a backward that sets a gradient of the wrong shape is an E
                       Catch::StartsWith("bias_gelu_wrong_grad_shape: backward: the gradient of input 1 must be (3,) "
                                         "float32 like the input, got (2, 3) float32"));
   });
+}
+
+TEST_CASE("custom op: with SPSD_CHECK_OPS a wrong rule is an Error at the op's first dispatch, on every rank",
+          "[custom-ops]") {
+  const bool validating = op_validation();
+  set_op_validation(true);
+  for (const Shape& mesh : {Shape{1}, Shape{2}, Shape{2, 2}}) {
+    Failures f = spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()), [&](Failures& mine) {
+      spsd_test::check_planted_rule_refused(spsd_test::mesh_placement(mesh), mine);
+    });
+    INFO("mesh " << mesh << "\n" << f.report());
+    CHECK(f.empty());
+  }
+  CHECK(detail::validated_op_count() >= 2);  // the planted op and bias_gelu, at least
+  set_op_validation(validating);
+}
+
+namespace {
+// y = x; its backward reads the seed, an int64 scalar operand beyond float's 24 bits: exactly
+// with scalar_as, rounded with scalar() (which computes in float for the 16-bit types).
+constexpr int64_t kSeed = (int64_t{1} << 40) + 1;
+struct SeededIdentity {
+  static constexpr std::string_view name = "seeded_identity";
+  static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs&) { return in[0]; }
+  static std::vector<Signature> signatures(std::span<const TensorMeta>, const OpAttrs&) {
+    return {uniform_signature(1, sbp::split(0)), uniform_signature(1, sbp::broadcast)};
+  }
+  template <Element T>
+  static void cpu_kernel(const KernelArgs& k) {
+    std::copy_n(k.in<T>(0), k.out_shape.numel(), k.out_as<T>());
+  }
+  template <FloatingElement T>
+  static void backward(const GradArgs<T>& a) {
+    const bool exact = a.template scalar_as<int64_t>() == kSeed && a.template scalar_as<uint64_t>() == uint64_t(kSeed);
+    const bool rounded = static_cast<double>(a.scalar()) != static_cast<double>(kSeed);
+    a.set(0, a.g() * compute_t<T>(exact ? (rounded ? 1 : 2) : 3));
+  }
+};
+}  // namespace
+
+TEST_CASE("custom op: a backward reads an int64 scalar operand exactly with scalar_as", "[custom-ops]") {
+  const Failures failures = spsd_test::on_simulated_ranks(2, [](Failures& f) {
+    const Placement p = spsd_test::mesh_placement(Shape{2});
+    auto x = ones<bfloat16>(Shape{4}, p, NdSbp(sbp::split(0)));
+    x.requires_grad_();
+    backward(sum(call_op<SeededIdentity>(OpAttrs{}, Scalar::of(kSeed), x)));
+    const std::vector<bfloat16> g = x.grad().full().to_vector();
+    // 1: exact through scalar_as, rounded through scalar() (what a seed would suffer).
+    for (const bfloat16 v : g)
+      if (static_cast<float>(v) != 1.0f) f.add("rank " + std::to_string(rank()) + ": gradient " + spsd_test::show(static_cast<float>(v)) + ", expected 1");
+  });
+  INFO(failures.report());
+  CHECK(failures.empty());
 }

@@ -449,17 +449,27 @@ TEST_CASE("embedding of every layout pair equals the single-process gather", "[o
       {Shape{2, 3}, {5, 4, 0, 1, 1, 6}},
       {Shape{}, {4}},
       {Shape{0}, {}},
-      {Shape{5}, {2, -1, 7, 0, 100}},  // out of range: NaN rows
+      {Shape{5}, {2, -1, 7, 0, 100}},  // out of range: an Error naming indices[1] = -1
   };
   on_meshes("embedding", [&](const Placement& p, Failures& f) {
     const std::vector<NdSbp> wl = layouts_of(p, 2);
     for (const IdxCase& c : cases) {
+      const bool bad = std::any_of(c.values.begin(), c.values.end(), [&](int64_t v) { return v < 0 || v >= V; });
       const std::vector<NdSbp> il = layouts_of(p, c.shape.ndim());
       std::vector<int64_t> out_dims = c.shape.dims();
       out_dims.push_back(E);
       for (auto [i, j] : pairs_of(wl.size(), il.size())) {
         const std::string what = "embedding weight " + wl[i].to_string() + ", indices " + c.shape.to_string() + " " +
                                  il[j].to_string();
+        if (bad) {
+          // Raised on every rank at once or at the next consistency check (full() runs one).
+          spsd_test::expect_error(f, what, [&] {
+            const Tensor<float> y =
+                embedding(from_host(host(Shape{V, E}, wf), p, wl[i]), from_host(host(c.shape, c.values), p, il[j])).full();
+            synchronize();
+          }, {"embedding: indices[1] = -1 is outside [0, 7), the rows of the weight (7, 5) float32"});
+          continue;
+        }
         guarded(f, what, [&] {
           auto idx = from_host(host(c.shape, c.values), p, il[j]);
           // float for every pair, double for every other one.
@@ -478,7 +488,7 @@ TEST_CASE("embedding of every layout pair equals the single-process gather", "[o
 TEST_CASE("embedding: vocabulary-, dim- and data-parallel signatures", "[ops-reduce][index]") {
   Failures f = spsd_test::on_simulated_ranks(3, [](Failures& mine) {
     Placement p("cpu", {0, 1, 2});
-    auto idx_b = from_host(host(Shape{4}, std::vector<int64_t>{0, 6, 3, 9}), p, sbp::broadcast);
+    auto idx_b = from_host(host(Shape{4}, std::vector<int64_t>{0, 6, 3, 2}), p, sbp::broadcast);
     auto idx_s = from_host(host(Shape{2, 2}, std::vector<int64_t>{0, 6, 3, 1}), p, sbp::split(1));
     auto expect_layout = [&](const std::string& what, const NdSbp& got, const NdSbp& want) {
       if (!(got == want)) mine.add(what + ": layout " + got.to_string() + ", expected " + want.to_string());
@@ -494,12 +504,15 @@ TEST_CASE("embedding: vocabulary-, dim- and data-parallel signatures", "[ops-red
     expect_layout("embedding-dim parallel", dim.nd_sbp(), NdSbp(sbp::split(1)));
     expect_layout("data parallel", data.nd_sbp(), NdSbp(sbp::split(1)));
     if (comm_stats().bytes_received != 0) mine.add("the three signatures communicated: " + comm_stats().to_string());
-    // Index 9 is out of range: its row is NaN in every layout.
-    for (auto* t : {&vocab, &dim}) {
-      std::vector<float> v = t->full().to_vector();
-      for (int64_t j = 0; j < 5; ++j)
-        if (!std::isnan(v[3 * 5 + j])) mine.add("out-of-range index: element " + std::to_string(j) + " is not NaN");
-    }
+    // An index out of range, every rank holding all of them (B): each throws at once, in every
+    // signature, and nothing was communicated to find it.
+    auto idx_bad = from_host(host(Shape{4}, std::vector<int64_t>{0, 6, 3, 9}), p, sbp::broadcast);
+    reset_comm_stats();
+    for (const auto* w : {&wv, &wd, &wb})
+      spsd_test::expect_error(mine, "embedding, index 9 of 7 rows, weight " + w->nd_sbp().to_string(),
+                              [&] { (void)embedding(*w, idx_bad); },
+                              {"embedding: indices[3] = 9 is outside [0, 7), the rows of the weight (7, 5) float32"});
+    if (comm_stats().collectives != 0) mine.add("finding index 9 communicated: " + comm_stats().to_string());
   });
   INFO(f.report());
   CHECK(f.empty());
@@ -512,8 +525,16 @@ TEST_CASE("pick of every layout pair equals the single-process result", "[ops-re
   on_meshes("pick", [&](const Placement& p, Failures& f) {
     const std::vector<NdSbp> xl = layouts_of(p, 2), ll = layouts_of(p, 1);
     for (const std::vector<int64_t>& labels_v : label_sets) {
+      const bool bad = labels_v[1] < 0;  // the second set: -1 first, 5 and 9 after it
       for (auto [i, j] : pairs_of(xl.size(), ll.size())) {
         const std::string what = "pick x " + xl[i].to_string() + ", labels " + ll[j].to_string();
+        if (bad) {
+          spsd_test::expect_error(f, what, [&] {
+            const Tensor<float> y = pick(from_host(host(Shape{N, C}, xf), p, xl[i]), from_host(host(Shape{N}, labels_v), p, ll[j])).full();
+            synchronize();
+          }, {"pick: labels[1] = -1 is outside [0, 5), the classes (the last axis of (7, 5) float32)"});
+          continue;
+        }
         guarded(f, what, [&] {
           auto x = from_host(host(Shape{N, C}, xf), p, xl[i]);
           auto labels = from_host(host(Shape{N}, labels_v), p, ll[j]);

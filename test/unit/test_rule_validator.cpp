@@ -351,6 +351,12 @@ struct ReluVariant : spsd::detail::UnaryDef<UnaryOp::kRelu> {
   }
 };
 
+// relu_broken with an attribute the op prints its own way: reports must quote attrs_text.
+struct ReluBrokenWithP : ReluVariant<true> {
+  static constexpr std::string_view name = "relu_broken_with_p";
+  static std::string attrs_text(const OpAttrs& attrs) { return "p=" + std::to_string(std::bit_cast<double>(attrs[0])); }
+};
+
 }  // namespace
 
 // The declared checks of every op (no search), the failures joined.
@@ -426,4 +432,16 @@ TEST_CASE("validator: self-check on doctored tables", "[validator]") {
     CHECK(rep.ok());
     CHECK(rep.missing.empty());
   }
+}
+
+TEST_CASE("validator: reports print the attributes as the op's attrs_text does", "[validator]") {
+  const int64_t p_bits = std::bit_cast<int64_t>(0.4);
+  const std::vector<ValidationCase> cases = {{{{meta(Shape{5, 7}, DType::kFloat64)}}, {p_bits}, {}}};
+  const ValidationReport rep = validate_op<ReluBrokenWithP, double>(cases);
+  INFO(rep.to_string());
+  REQUIRE(rep.failures.size() == 1);
+  CHECK_THAT(rep.failures[0], Catch::Contains("relu_broken_with_p (P(sum)) -> P(sum) for (5, 7) float64; p=0.400000"));
+  CHECK_THAT(rep.to_string(), !Catch::Contains(std::to_string(p_bits)));  // not the bits of the double
+  CHECK_THAT(rep.to_string(), Catch::Contains("[for (5, 7) float64; p=0.400000"));  // the missing rows' cases too
+  CHECK(cases[0].text() == "(5, 7) float64; attrs [" + std::to_string(p_bits) + "]");  // without the op: the integers
 }

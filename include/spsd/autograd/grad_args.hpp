@@ -18,6 +18,7 @@
 // the four floating types: it must compile for float, double, bfloat16 and float16.
 #include <cstddef>
 #include <string_view>
+#include <type_traits>
 
 #include "spsd/autograd/node.hpp"
 #include "spsd/op/reduce.hpp"
@@ -41,7 +42,17 @@ struct GradArgs {
   size_t num_inputs() const { return node.inputs.size(); }
   GlobalTensor<T> y() const { return GlobalTensor<T>::from_data(node.output); }  // the output
   GlobalTensor<T> g() const { return GlobalTensor<T>::from_data(grad_out); }     // d loss / d output
+  // The scalar operand in the op's compute type (float for the 16-bit types): for arithmetic.
   compute_t<T> scalar() const { return node.scalar.as<compute_t<T>>(); }
+  // The scalar operand as U, exactly as the op was given it when U is an integer type (a seed,
+  // int64_t or uint64_t: scalar() would round it to float's 24 bits) or double.
+  template <class U>
+    requires std::is_arithmetic_v<U>
+  U scalar_as() const {
+    if constexpr (std::is_integral_v<U>) return static_cast<U>(node.scalar.i);
+    else return static_cast<U>(node.scalar.f);
+  }
+  // The op's integer attributes, exact (OpAttrs is int64).
   const OpAttrs& attrs() const { return node.attrs; }
   // Whether input i wants a gradient (requires grad, or leads to one that does).
   bool wants(size_t i) const { return node.input_meta[i] != nullptr; }

@@ -143,6 +143,11 @@ struct EmbeddingGradDef {
     kernel::embedding_grad<T>(k.target, k.in<T>(0), k.in<int64_t>(1), k.inputs[1].shape.numel(), k.out_box.begin[0],
                               k.out_shape[0], k.out_shape[1], k.out_as<T>());
   }
+
+  static void input_domains(std::span<ValidationInput> in, const OpAttrs& attrs) {
+    in[1].domain = InputDomain::kIndex;
+    in[1].bound = attrs[0];
+  }
 };
 
 struct PickGradDef {
@@ -169,6 +174,11 @@ struct PickGradDef {
   static void kernel(const KernelArgs& k) {
     kernel::pick_grad<T>(k.target, k.in<T>(0), k.in<int64_t>(1), k.inputs[0].shape.numel(), k.attrs[0],
                          k.out_as<T>());
+  }
+
+  static void input_domains(std::span<ValidationInput> in, const OpAttrs& attrs) {
+    in[1].domain = InputDomain::kIndex;
+    in[1].bound = attrs[0];
   }
 };
 

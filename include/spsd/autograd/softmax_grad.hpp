@@ -89,6 +89,11 @@ struct CrossEntropyGradDef {
                                         k.inputs[1].shape.numel(), k.inputs[0].shape[k.inputs[0].shape.ndim() - 1],
                                         k.inputs[1].global->shape.numel(), k.out_as<T>());
   }
+
+  static void input_domains(std::span<ValidationInput> in, const OpAttrs&) {
+    in[1].domain = InputDomain::kIndex;
+    in[1].bound = in[0].meta.shape[in[0].meta.shape.ndim() - 1];
+  }
 };
 
 }  // namespace softmax_grad_ops

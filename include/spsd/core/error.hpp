@@ -8,10 +8,19 @@
 
 namespace spsd {
 
+namespace detail {
+// The text of the last spsd::Error made in this process (src/core/error.cpp). ~Runtime prints it
+// when an MPI wait timed out and the error is unwinding past the Runtime: MPI_Abort then ends
+// the job before the program's own handler, outside the Runtime's scope, could print it.
+void note_error(const char* what) noexcept;
+std::string last_error();
+}  // namespace detail
+
 // Every error the library reports. The message reads "operation: what is wrong, with values".
 class Error : public std::runtime_error {
  public:
-  using std::runtime_error::runtime_error;
+  explicit Error(const std::string& what) : std::runtime_error(what) { detail::note_error(this->what()); }
+  explicit Error(const char* what) : std::runtime_error(what) { detail::note_error(this->what()); }
 };
 
 namespace detail {

@@ -17,11 +17,16 @@
 // (on a cuda placement an op with neither kernel nor cuda_kernel is an Error naming it).
 // Optional: `valid` and `attrs_text` (see OpSchema); a backward written with global ops,
 //   template <FloatingElement T> static void backward(const GradArgs<T>&);
-// (autograd/grad_args.hpp; registered on the op's first call); and, for ops whose input values
+// (autograd/grad_args.hpp; registered on the op's first call); for ops whose input values
 // can be invalid (integer division by zero),
 //   template <Element T> static int64_t first_bad_element(const KernelArgs&);
 //   static std::string bad_element_error(const Resolution&, int64_t index);
-// (see run_op). Nothing else is needed. Check a table with validate_op (op/rule_validator.hpp).
+// (see run_op), or that take indices (an int64 input whose values must lie in [0, bound)),
+//   static IndexCheck index_check(std::span<const TensorMeta> inputs);   // op/index_check.hpp
+// and, for inputs whose values are restricted (a divisor, indices), what the validator draws:
+//   static void input_domains(std::span<ValidationInput> inputs, const OpAttrs&);  // op/input_domain.hpp
+// Nothing else is needed. Check a table with validate_op (op/rule_validator.hpp); with
+// SPSD_CHECK_OPS=1 every op's table is checked at its first dispatch (op/op_validation.hpp).
 #include <bit>
 #include <concepts>
 #include <span>
@@ -30,6 +35,9 @@
 #include <vector>
 
 #include "spsd/kernel/any_device.hpp"
+#include "spsd/op/index_check.hpp"
+#include "spsd/op/input_domain.hpp"
+#include "spsd/op/op_validation.hpp"
 #include "spsd/op/resolve.hpp"
 #include "spsd/runtime/device_traffic.hpp"
 #include "spsd/runtime/trace.hpp"
@@ -205,6 +213,31 @@ void run_kernel(const KernelArgs& k) {
   }
 }
 
+// Op's cpu kernel for output dtype `dtype`, one of Ts: what the rule validator runs.
+template <class Op, class... Ts>
+void run_cpu_kernel(DType dtype, const KernelArgs& k) {
+  bool ran = false;
+  ((!ran && dtype == dtype_of<Ts> ? (run_kernel<Op, Ts>(k), ran = true) : false), ...);
+  SPSD_CHECK(ran, Op::name, "the validator has no kernel instance for ", dtype,
+             " (name the element types: validate_op<Op, float, double>)");
+}
+
+template <GlobalOp Op>
+void input_domains_of(std::span<ValidationInput> inputs, const OpAttrs& attrs) {
+  if constexpr (requires { Op::input_domains(inputs, attrs); }) Op::input_domains(inputs, attrs);
+}
+
+// SPSD_CHECK_OPS: Op's table against its kernel, once per (Op, T) per process. 16-bit floats
+// are checked as float32: their pieces round where the whole does not, beyond any tolerance
+// that would still catch a wrong row.
+template <GlobalOp Op, Element T>
+void validate_first_dispatch(const Resolution& r, const OpAttrs& attrs, const Scalar& scalar) {
+  using V = std::conditional_t<is_half_v<T>, float, T>;
+  if constexpr (HasKernel<Op, V>)
+    validate_on_first_dispatch({&op_schema<Op>(), &run_cpu_kernel<Op, V>, &input_domains_of<Op>, dtype_of<V>},
+                               r.inputs, attrs, scalar);
+}
+
 template <GlobalOp Op, Element T>
 GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = {}, Scalar scalar = {}) {
   const DeviceTrafficScope traffic(Op::name);
@@ -213,6 +246,8 @@ GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = 
   const NdSignature& sig = r.signature();
   SPSD_CHECK(r.output.dtype == dtype_of<T>, Op::name, "infers output dtype ", r.output.dtype, " but runs on ",
              dtype_of<T>);
+  // Every rank, in the placement or not, reaches the same verdict here.
+  if (op_validation()) validate_first_dispatch<Op, T>(r, attrs, scalar);
   if (!p.participates)
     return recorded(Op::name, inputs, attrs, scalar, GlobalTensor<T>(r.output.shape, r.placement, sig.output, Tensor<T>()));
   const Shape& mesh = r.placement.mesh();
@@ -236,6 +271,8 @@ GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = 
     const int64_t bad = agree_on_bad_element(r, Op::template first_bad_element<T>(args));
     if (bad >= 0) throw_error(Op::name, Op::bad_element_error(r, bad));
   }
+  if constexpr (requires { Op::index_check(std::span<const TensorMeta>(r.inputs)); })
+    check_indices(Op::name, r, args, Op::index_check(r.inputs));
   run_kernel<Op, T>(args);
   return recorded(Op::name, inputs, attrs, scalar, GlobalTensor<T>(r.output.shape, r.placement, sig.output, std::move(out)));
 }

@@ -89,6 +89,12 @@ struct BinaryDef {
     return first_zero_divisor<T>(k.target, k.inputs[1]);
   }
   static std::string bad_element_error(const Resolution& r, int64_t index) { return zero_divisor_error(r, 1, index); }
+
+  // The validator's values: a nonzero divisor (an integer zero throws), a positive base of pow.
+  static void input_domains(std::span<ValidationInput> in, const OpAttrs&) {
+    if constexpr (K == BinaryOp::kDiv) in[1].domain = InputDomain::kNonzero;
+    if constexpr (K == BinaryOp::kPow) in[0].domain = InputDomain::kPositive;
+  }
 };
 
 // x op s (or s op x when ScalarFirst).
@@ -139,6 +145,11 @@ struct ScalarDef {
     return first_zero_divisor<T>(k.target, k.inputs[0]);
   }
   static std::string bad_element_error(const Resolution& r, int64_t index) { return zero_divisor_error(r, 0, index); }
+
+  static void input_domains(std::span<ValidationInput> in, const OpAttrs&) {
+    if constexpr (K == BinaryOp::kDiv && ScalarFirst) in[0].domain = InputDomain::kNonzero;
+    if constexpr (K == BinaryOp::kPow) in[0].domain = InputDomain::kPositive;
+  }
 };
 
 template <UnaryOp K>
@@ -170,6 +181,10 @@ struct UnaryDef {
   template <Element T>
   static void kernel(const KernelArgs& k) {
     kernel::unary<T>(k.target, K, k.in<T>(0), k.out_as<T>(), k.out_shape.numel());
+  }
+
+  static void input_domains(std::span<ValidationInput> in, const OpAttrs&) {
+    if constexpr (K == UnaryOp::kLog || K == UnaryOp::kSqrt || K == UnaryOp::kRsqrt) in[0].domain = InputDomain::kPositive;
   }
 };
 

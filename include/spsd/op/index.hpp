@@ -23,13 +23,14 @@
 //   (P(min), B)   -> P(min)
 //   (B, B)        -> B
 //
-// Out-of-range indices (outside [0, V) for embedding, [0, C) for pick) are DATA, not metadata:
-// only the ranks that hold them see them, so an Error on those ranks alone would leave the
-// others waiting in the next collective. Instead the output element (the whole row of E values
-// for embedding) is NaN: it is written as NaN by the ranks whose weight (x) piece starts at row
+// Out-of-range indices (outside [0, V) for embedding, [0, C) for pick) are an spsd::Error on
+// every rank of the placement, naming the op and the first bad value (op/index_check.hpp: at
+// once where every rank holds all the indices, else at the placement's next consistency check).
+// Until it is raised the output element (the whole row of E values for embedding) is NaN, never a
+// plausible number: it is written as NaN by the ranks whose weight (x) piece starts at row
 // (column) 0, and as 0 by the others, so every layout of the result reduces to NaN there: for a
 // P(sum) output one NaN is added; for P(max)/P(min) (whose inputs are not split) every rank of
-// the group writes NaN. Check indices beforehand (e.g. with max/min of the indices) when NaN is not wanted.
+// the group writes NaN.
 #include <limits>
 
 #include "spsd/core/instances.hpp"
@@ -76,9 +77,17 @@ struct EmbeddingDef {
     const int64_t* indices = idx.as<int64_t>();
     T* out = k.out_as<T>();
     kernel::embedding<T>(k.target, w.as<T>(), row_begin, rows, dim, indices, n, out);
-    // Out-of-range indices give NaN rows (a documented result: checking would cost a collective),
+    // Out-of-range indices give NaN rows until their error is raised (op/index_check.hpp),
     // written by the rank holding the first rows only, so the NaN survives a P(sum) of the pieces.
     if (row_begin == 0) kernel::mark_out_of_range<T>(k.target, indices, n, w.global->shape[0], dim, out);
+  }
+
+  static IndexCheck index_check(std::span<const TensorMeta> in) {
+    return {1, in[0].shape[0], "indices", concat("the rows of the weight ", in[0].shape, " ", in[0].dtype)};
+  }
+  static void input_domains(std::span<ValidationInput> in, const OpAttrs&) {
+    in[1].domain = InputDomain::kIndex;
+    in[1].bound = in[0].meta.shape[0];
   }
 };
 
@@ -117,6 +126,15 @@ struct PickDef {
     T* out = k.out_as<T>();
     kernel::pick<T>(k.target, x.as<T>(), n, c_begin, c, labels, out);
     if (c_begin == 0) kernel::mark_out_of_range<T>(k.target, labels, n, x.global->shape[last], 1, out);
+  }
+
+  static IndexCheck index_check(std::span<const TensorMeta> in) {
+    const Shape& x = in[0].shape;
+    return {1, x[x.ndim() - 1], "labels", concat("the classes (the last axis of ", x, " ", in[0].dtype, ")")};
+  }
+  static void input_domains(std::span<ValidationInput> in, const OpAttrs&) {
+    in[1].domain = InputDomain::kIndex;
+    in[1].bound = in[0].meta.shape[in[0].meta.shape.ndim() - 1];
   }
 };
 

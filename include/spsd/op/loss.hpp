@@ -12,7 +12,8 @@
 //   class parallel (logits S(last)): log_softmax takes the decomposition through partial max and
 //     sum (two all-reduces of one element per row, see softmax.hpp), pick (S(last), B) -> P(sum) (the
 //     labels are made B if they are not), mean P(sum) -> P(sum).
-// An out-of-range label makes its row's pick NaN (see index.hpp), hence a NaN loss.
+// A label outside [0, C) is an spsd::Error naming cross_entropy and the first bad label, raised
+// as op/index_check.hpp says (the loss is NaN until then).
 //
 // Backward: where each rank holds whole rows of class scores (no mesh axis splits the last axis or
 // holds partial logits), the composition runs on the logits detached and is recorded as one
@@ -44,6 +45,7 @@ GlobalTensor<T> cross_entropy(const GlobalTensor<T>& logits, const GlobalTensor<
   const int64_t last = l.ndim() - 1;
   std::vector<int64_t> rows(static_cast<size_t>(last));
   for (int64_t d = 0; d < last; ++d) rows[d] = d;
+  const detail::IndexErrorName labels_of("cross_entropy");  // pick's check names the op the user called
   const auto composed = [&](const GlobalTensor<T>& x) {
     return spsd::neg(spsd::mean(spsd::pick(spsd::log_softmax(x, last), labels), rows));
   };

@@ -80,6 +80,8 @@ std::shared_ptr<const Resolution> resolve(const OpSchema& op, const OpAttrs& att
 // ranks compare in the consistency check, and errors quote.
 std::string describe_call(const OpSchema& op, const OpAttrs& attrs, const Placement& placement,
                           std::span<const TensorMeta> inputs, std::span<const NdSbp> layouts);
+// The attrs as the op prints them (its attrs_text), else "attrs [1, 0]".
+std::string attrs_description(const OpSchema& op, const OpAttrs& attrs);
 }  // namespace detail
 
 }  // namespace spsd

@@ -23,30 +23,21 @@
 #include <vector>
 
 #include "spsd/op/dispatch.hpp"
+#include "spsd/op/input_domain.hpp"
 
 namespace spsd {
 
-// The values an input of a validation case is drawn from.
-enum class InputDomain {
-  kAny,       // [-2, 2] (floats), [-9, 9] (integers)
-  kPositive,  // [0.5, 3] (log, sqrt, a divisor), [1, 9]
-  kNonzero,   // magnitudes [0.5, 2] or [1, 9], either sign (an integer divisor)
-  kIndex,     // integers in [0, bound) (embedding indices, labels)
-};
-
-struct ValidationInput {
-  TensorMeta meta;
-  InputDomain domain = InputDomain::kAny;
-  int64_t bound = 0;  // kIndex only
-};
-
-// One representative call: the inputs' types, the attrs, and the scalar operand per trial (cycled;
-// empty: none). Shapes whose extents do not divide by 3 exercise the uneven pieces.
+// One representative call: the inputs' types (and the values each is drawn from), the attrs,
+// and the scalar operand per trial (cycled; empty: none). Shapes whose extents do not divide by
+// 3 exercise the uneven pieces.
 struct ValidationCase {
   std::vector<ValidationInput> inputs;
   OpAttrs attrs;
   std::vector<Scalar> scalars;
-  std::string text() const;  // "(5, 7) float64, (7,) float64; attrs [1]"
+  // "(5, 7) float64, (7,) float64; attrs [1]"; with the op's schema, its attrs as the op prints
+  // them (attrs_text: "; p=0.400000" for dropout's, not the bits of the double).
+  std::string text() const;
+  std::string text(const OpSchema& op) const;
 };
 
 // An op as the validator sees it: its schema and its cpu kernel, dtype-erased.
@@ -82,16 +73,6 @@ struct ValidationReport {
 // padding), the table's shape (ends with the all-B signature, no signature twice), and, when
 // asked, searches the undeclared ones. The kernel runs on cpu; nothing is communicated.
 ValidationReport validate(const ValidatedOp& op, const ValidateOptions& options = {});
-
-namespace detail {
-template <class Op, class... Ts>
-void run_cpu_kernel(DType dtype, const KernelArgs& k) {
-  bool ran = false;
-  ((!ran && dtype == dtype_of<Ts> ? (run_kernel<Op, Ts>(k), ran = true) : false), ...);
-  SPSD_CHECK(ran, Op::name, "the validator has no kernel instance for ", dtype,
-             " (name the element types: validate_op<Op, float, double>)");
-}
-}  // namespace detail
 
 // Op's validator entry, its kernel instantiated for Ts (default: float, double, int32, int64).
 template <GlobalOp Op, Element... Ts>

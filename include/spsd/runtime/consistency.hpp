@@ -19,9 +19,14 @@ namespace spsd::detail {
 
 // What one global op was: its description (op, attributes, input shapes, dtypes, layouts)
 // and a hash of that description. Built once per distinct op and shared (cached by dispatch).
+// A call over many entries (a checkpoint's tensors) passes them as parts: the description
+// then names the call only, the hash covers the parts too, and ranks that disagree are told
+// the first entry that differs and how many do, not every entry on one line.
 struct OpIdentity {
   explicit OpIdentity(std::string description);
+  OpIdentity(std::string description, std::vector<std::string> parts);
   std::string description;
+  std::vector<std::string> parts;
   uint64_t hash;
 };
 
@@ -49,6 +54,17 @@ void note_op(const std::vector<int64_t>& ranks, std::shared_ptr<const OpIdentity
 // from 1 again), so a program that catches the error can go on.
 void check_ops(const std::vector<int64_t>& ranks);
 
+// A bad value that only this rank's pieces hold (an index out of range, op/index_check.hpp),
+// found in the op numbered `op_number` on the rank set (op_number() right after its note_op).
+// Throwing on this rank alone would leave the others waiting in their next collective, so it
+// rides on the rank set's next check: that check's record carries it, and every member then
+// throws the same spsd::Error: the message of the earliest op with one, and within it of the
+// smallest global index (`index`). A rank set of one member throws at once. The first error
+// noted since the last check is kept.
+void note_data_error(const std::vector<int64_t>& ranks, uint64_t op_number, int64_t index, std::string message);
+// The number of the last op noted on the rank set (0 before the first, or after SPSD_CHECK=off).
+uint64_t op_number(const std::vector<int64_t>& ranks);
+
 // SPSD_CHECK's modes; set_check_mode overrides the environment for the calling rank (tests).
 enum class CheckMode { kOn, kEveryOp, kOff };
 void set_check_mode(CheckMode mode);
@@ -58,7 +74,7 @@ CheckMode check_mode();
 inline constexpr size_t kMaxPendingOps = 256;
 
 // Rank sets up to this size compare their records point-to-point (a timeout names the missing
-// members); larger ones reduce the records' bounds (64 bytes, log n steps) and all-gather the
+// members); larger ones reduce the records' bounds (80 bytes, log n steps) and all-gather the
 // records only when they differ (under MPI a timeout cannot name the missing members).
 inline constexpr int64_t kPointToPointMembers = 8;
 

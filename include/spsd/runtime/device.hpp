@@ -14,6 +14,7 @@
 #include "spsd/layout/placement.hpp"
 #include "spsd/runtime/device_allocator.hpp"
 #include "spsd/runtime/trace.hpp"
+#include "spsd/runtime/value_errors.hpp"
 
 namespace spsd {
 
@@ -44,6 +45,8 @@ class DeviceRuntime {
   virtual void fill_elements(void* dst, int64_t count, const void* value, int64_t value_bytes) = 0;
   // Waits on the host for everything enqueued on this rank's streams.
   virtual void synchronize() = 0;
+  // The flag kernels report bad input values into (runtime/value_errors.hpp), made at the first call.
+  virtual DeviceValueFlag value_flag() = 0;
   // Makes this rank's device current on the calling thread (the communication worker's).
   virtual void bind_calling_thread() = 0;
   // For communication queued now and run later by the worker: marks, now, the point on the

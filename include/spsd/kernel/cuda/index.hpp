@@ -1,12 +1,14 @@
 #pragma once
 // Index kernels for vocabulary/class-parallel layers on the device: kernel/cpu/index.hpp's
 // embedding and pick (zeros for rows/classes this rank does not hold, so pieces sum to the
-// answer), plus the NaN marking that op/index.hpp applies on the rank holding row/class 0.
+// answer), plus the NaN marking that op/index.hpp applies on the rank holding row/class 0, and
+// the scan for the first index out of range that op/index_check.hpp reports.
 // Defined for every element type in cuda/kernel/index.cu; indices, labels,
 // weight, x and out are all device memory.
 #include <cstdint>
 
 #include "spsd/core/dtype.hpp"
+#include "spsd/runtime/value_errors.hpp"
 
 namespace spsd::kernel::cuda {
 
@@ -26,6 +28,14 @@ void pick(const T* x, int64_t n, int64_t c_begin, int64_t c, const int64_t* labe
 // (bound = vocabulary size, dim = embedding dim) and pick (bound = classes, dim = 1).
 template <Element T>
 void mark_out_of_range(const int64_t* indices, int64_t n, int64_t bound, int64_t dim, T* out, void* stream);
+
+// Finds indices[i] outside [0, bound), i < n, for op/index_check.hpp: the first one's position
+// (the smallest i) and value go to *found with `tag`, unless found->tag is set already (an earlier
+// launch's find stays until the host has read it). scratch: one device int64 that holds INT64_MAX
+// before and after. Two launches on stream (a grid-stride minimum, then one thread writing the
+// pinned record, tag last, after a system fence); no host wait.
+void note_out_of_range(const int64_t* indices, int64_t n, int64_t bound, int64_t* scratch,
+                       spsd::detail::FoundValue* found, int64_t tag, void* stream);
 
 // The gradients of embedding and pick (kernel/cpu/index.hpp): out (rows, dim) = zeros plus g row i
 // at row indices[i] - row_begin for the indices this rank holds (atomic adds: a row taken twice
