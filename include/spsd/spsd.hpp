@@ -67,6 +67,7 @@
 #include "spsd/autograd/clip_grad.hpp"
 #include "spsd/autograd/saved_tensors.hpp"
 #include "spsd/autograd/grad_scaler.hpp"
+#include "spsd/autograd/split_backward.hpp"
 #include "spsd/io/checkpoint.hpp"
 // Modules and parallelization plans (docs/modules.md).
 #include "spsd/nn/module.hpp"

@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 #include <string_view>
+#include <utility>
 
 #include "context.hpp"
 
@@ -38,11 +39,18 @@ int64_t inline_bytes_from_env() {
   return bytes;
 }
 
+namespace {
+thread_local bool always_queue = false;
+}  // namespace
+
+AlwaysQueueComm::AlwaysQueueComm() : previous_(std::exchange(always_queue, true)) {}
+AlwaysQueueComm::~AlwaysQueueComm() { always_queue = previous_; }
+
 void issue_comm(Instruction ins, Urgency urgency) {
   Context& ctx = context(ins.name);
   if (on_comm_worker()) return ins.run();  // a step of an instruction already on the stream
   CommStream& s = stream(ctx);
-  if (ctx.synchronous || (s.idle() && (urgency == Urgency::kNow || ins.bytes <= ctx.inline_bytes)))
+  if (ctx.synchronous || (!always_queue && s.idle() && (urgency == Urgency::kNow || ins.bytes <= ctx.inline_bytes)))
     return s.run_inline(ins);
   // Inline, the communicators order themselves after the compute stream as it is; queued, after
   // the compute stream as it is now, at issue (on a GPU this is what lets backward overlap).

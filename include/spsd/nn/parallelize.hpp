@@ -38,44 +38,47 @@ inline void check_all_used(const AxisPlan& axis, const char* kind, const std::ve
                rules[i].pattern, "\" matches no ", kind, "; the model has: ", some_names(names));
 }
 
-}  // namespace detail
+// Which rules of a plan matched something: per mesh axis, per rule. Kept across calls when one
+// plan lays out several parts of a model (the stages of a pipeline, pipeline/stages.hpp).
+struct PlanUse {
+  std::vector<std::vector<bool>> parameters, inputs, outputs;
+  bool any_match = false;
+  explicit PlanUse(const Plan& plan) {
+    for (const AxisPlan& axis : plan.axes) {
+      parameters.emplace_back(axis.parameters.size(), false);
+      inputs.emplace_back(axis.inputs.size(), false);
+      outputs.emplace_back(axis.outputs.size(), false);
+    }
+  }
+};
 
-template <FloatingElement T>
-void parallelize(Module<T>& model, const Plan& plan) {
-  auto slots = model.parameter_slots();
-  SPSD_CHECK(!slots.empty(), "nn::parallelize", "the model has no parameters");
-  const Placement placement = slots.front().second->placement();
-  const size_t ndim = static_cast<size_t>(placement.mesh().ndim());
-  SPSD_CHECK(plan.axes.size() == ndim, "nn::parallelize", "the plan ", plan.to_string(), " has ", plan.axes.size(),
-             " mesh axes, the model's placement ", placement, " has ", ndim);
-
-  std::vector<std::string> parameter_names, module_names;
-  for (auto& [name, p] : slots) parameter_names.push_back(name);
-  auto modules = model.named_modules();
-  for (auto& [path, m] : modules)
-    if (!path.empty()) module_names.push_back(path);
-
-  bool any_rule = false, any_match = false;  // a plan whose every rule is optional still has to fit
-  for (size_t a = 0; a < ndim; ++a) {
-    const AxisPlan& axis = plan.axes[a];
-    any_rule = any_rule || !axis.parameters.empty() || !axis.inputs.empty() || !axis.outputs.empty();
+// Checks the plan itself against placement: one axis plan per mesh axis, S or B layouts only.
+inline void check_plan(const Plan& plan, const Placement& placement) {
+  SPSD_CHECK(plan.axes.size() == static_cast<size_t>(placement.mesh().ndim()), "nn::parallelize", "the plan ",
+             plan.to_string(), " has ", plan.axes.size(), " mesh axes, the model's placement ", placement, " has ",
+             placement.mesh().ndim());
+  for (const AxisPlan& axis : plan.axes)
     for (const auto& [rules, kind] : {std::pair{&axis.parameters, "parameter"}, std::pair{&axis.inputs, "input"},
                                       std::pair{&axis.outputs, "output"}})
       for (const Rule& r : *rules)
         SPSD_CHECK(!r.layout.is_partial(), "nn::parallelize", "the ", axis.name, " plan's ", kind, " rule \"",
                    r.pattern, "\" asks for ", r.layout, "; a plan's layouts are S or B");
-  }
+}
 
-  // Parameters: one layout per mesh axis, B where no rule names it.
-  std::vector<std::vector<bool>> used(ndim);
-  for (size_t a = 0; a < ndim; ++a) used[a].assign(plan.axes[a].parameters.size(), false);
+// Lays out the parameters `slots` (all on `placement`) and sets the boundary layouts of
+// `modules` (paths from the model's root) as plan says, noting in use which rules matched.
+template <FloatingElement T>
+void apply_plan(const std::vector<std::pair<std::string, typename Module<T>::Parameter*>>& slots,
+                const std::vector<std::pair<std::string, Module<T>*>>& modules, const Placement& placement,
+                const Plan& plan, PlanUse& use) {
+  const size_t ndim = plan.axes.size();
   for (auto& [name, slot] : slots) {
     SPSD_CHECK(slot->placement() == placement, "nn::parallelize", "the parameter ", name, " is on ",
                slot->placement(), ", the model's first parameter on ", placement);
     std::vector<Sbp> target;
     for (size_t a = 0; a < ndim; ++a) {
-      const Rule* r = detail::last_match(plan.axes[a].parameters, name, used[a]);
-      any_match = any_match || r != nullptr;
+      const Rule* r = last_match(plan.axes[a].parameters, name, use.parameters[a]);
+      use.any_match = use.any_match || r != nullptr;
       const Sbp s = r ? r->layout : sbp::broadcast;
       if (s.is_split()) {
         const int64_t rank = slot->shape().ndim(), axis = s.axis() < 0 ? s.axis() + rank : s.axis();
@@ -92,33 +95,51 @@ void parallelize(Module<T>& model, const Plan& plan) {
     // An optimizer made before holds the old tensor: it must refuse to step what the model dropped.
     if (old_meta) old_meta->replaced_by = spsd::detail::concat("nn::parallelize (the model's ", name, " is now ", slot->describe(), ")");
   }
-  for (size_t a = 0; a < ndim; ++a)
-    detail::check_all_used(plan.axes[a], "parameter", plan.axes[a].parameters, used[a], parameter_names);
-
-  // Module boundaries: the pins of every axis, nothing where no rule names the module.
-  std::vector<std::vector<bool>> used_in(ndim), used_out(ndim);
-  for (size_t a = 0; a < ndim; ++a) {
-    used_in[a].assign(plan.axes[a].inputs.size(), false);
-    used_out[a].assign(plan.axes[a].outputs.size(), false);
-  }
   for (auto& [path, m] : modules) {
     typename Module<T>::BoundaryLayouts b{std::vector<std::optional<Sbp>>(ndim), std::vector<std::optional<Sbp>>(ndim)};
     bool in = false, out = false;
     for (size_t a = 0; a < ndim; ++a) {
-      if (const Rule* r = detail::last_match(plan.axes[a].inputs, path, used_in[a])) b.input[a] = r->layout, in = true;
-      if (const Rule* r = detail::last_match(plan.axes[a].outputs, path, used_out[a])) b.output[a] = r->layout, out = true;
+      if (const Rule* r = last_match(plan.axes[a].inputs, path, use.inputs[a])) b.input[a] = r->layout, in = true;
+      if (const Rule* r = last_match(plan.axes[a].outputs, path, use.outputs[a])) b.output[a] = r->layout, out = true;
     }
-    any_match = any_match || in || out;
+    use.any_match = use.any_match || in || out;
     if (!in) b.input.clear();
     if (!out) b.output.clear();
     m->set_boundary_layouts(std::move(b));
   }
-  for (size_t a = 0; a < ndim; ++a) {
-    detail::check_all_used(plan.axes[a], "input", plan.axes[a].inputs, used_in[a], module_names);
-    detail::check_all_used(plan.axes[a], "output", plan.axes[a].outputs, used_out[a], module_names);
+}
+
+// Every rule that is not optional matched something (names: what the model has, for the message).
+inline void check_plan_used(const Plan& plan, const PlanUse& use, const std::vector<std::string>& parameter_names,
+                            const std::vector<std::string>& module_names) {
+  bool any_rule = false;  // a plan whose every rule is optional still has to fit
+  for (size_t a = 0; a < plan.axes.size(); ++a) {
+    const AxisPlan& axis = plan.axes[a];
+    any_rule = any_rule || !axis.parameters.empty() || !axis.inputs.empty() || !axis.outputs.empty();
+    check_all_used(axis, "parameter", axis.parameters, use.parameters[a], parameter_names);
+    check_all_used(axis, "input", axis.inputs, use.inputs[a], module_names);
+    check_all_used(axis, "output", axis.outputs, use.outputs[a], module_names);
   }
-  SPSD_CHECK(!any_rule || any_match, "nn::parallelize", "no rule of the plan ", plan.to_string(),
-             " matches a parameter or module of the model; its parameters: ", detail::some_names(parameter_names));
+  SPSD_CHECK(!any_rule || use.any_match, "nn::parallelize", "no rule of the plan ", plan.to_string(),
+             " matches a parameter or module of the model; its parameters: ", some_names(parameter_names));
+}
+
+}  // namespace detail
+
+template <FloatingElement T>
+void parallelize(Module<T>& model, const Plan& plan) {
+  auto slots = model.parameter_slots();
+  SPSD_CHECK(!slots.empty(), "nn::parallelize", "the model has no parameters");
+  const Placement placement = slots.front().second->placement();
+  detail::check_plan(plan, placement);
+  std::vector<std::string> parameter_names, module_names;
+  for (auto& [name, p] : slots) parameter_names.push_back(name);
+  auto modules = model.named_modules();
+  for (auto& [path, m] : modules)
+    if (!path.empty()) module_names.push_back(path);
+  detail::PlanUse use(plan);
+  detail::apply_plan<T>(slots, modules, placement, plan, use);
+  detail::check_plan_used(plan, use, parameter_names, module_names);
 }
 
 }  // namespace spsd::nn

@@ -43,6 +43,22 @@ enum class Urgency {
   kNow,    // the caller reads the result right away (an op's boxed input)
 };
 
+// While one is alive on the calling thread, communication instructions are queued on the stream
+// even when they are small and the stream idle (synchronous mode still runs them inline): for a
+// send whose sender must not wait for its receiver, a pipeline stage's activations
+// (pipeline/runner.hpp), where running inline would hold the sender's thread until the
+// receiver gets there.
+class AlwaysQueueComm {
+ public:
+  AlwaysQueueComm();
+  ~AlwaysQueueComm();
+  AlwaysQueueComm(const AlwaysQueueComm&) = delete;
+  AlwaysQueueComm& operator=(const AlwaysQueueComm&) = delete;
+
+ private:
+  bool previous_;
+};
+
 // Runs or queues a communication instruction (see the policy above).
 void issue_comm(Instruction ins, Urgency urgency = Urgency::kLater);
 
