@@ -82,3 +82,5 @@
 #include "spsd/nn/transformer_block.hpp"
 #include "spsd/nn/plan.hpp"
 #include "spsd/nn/parallelize.hpp"
+// Pipeline schedules as values: generators, the deadlock check, the cost model (issue 39).
+#include "spsd/pipeline/schedule.hpp"
