@@ -84,3 +84,7 @@
 #include "spsd/nn/parallelize.hpp"
 // Pipeline schedules as values: generators, the deadlock check, the cost model (issue 39).
 #include "spsd/pipeline/schedule.hpp"
+// Pipeline parallelism: stages of a model on their own placements, the runner.
+#include "spsd/pipeline/stage.hpp"
+#include "spsd/pipeline/microbatch.hpp"
+#include "spsd/pipeline/runner.hpp"

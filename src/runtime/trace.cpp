@@ -25,8 +25,8 @@ namespace detail {
 
 namespace {
 
-constexpr std::array<std::string_view, 4> kLaneNames = {"host thread", "communication stream", "cuda compute stream",
-                                                        "cuda communication stream"};
+constexpr std::array<std::string_view, 5> kLaneNames = {"host thread", "communication stream", "cuda compute stream",
+                                                        "cuda communication stream", "pipeline stages"};
 
 void put_string(std::ostream& os, std::string_view s) {
   os << '"';

@@ -28,7 +28,9 @@ using TraceClock = std::chrono::steady_clock;
 
 // The rows of a rank in the viewer (the event's tid); pid is the rank. kCudaComm holds the
 // communication instructions the worker ran on a device, timed on the communication stream.
-enum class TraceLane { kHost = 0, kCommStream = 1, kCudaCompute = 2, kCudaComm = 3 };
+// kPipeline holds the pipeline runner's actions (pipeline/runner.hpp), one span per forward or
+// backward of a micro-batch at a stage this rank is in: the stage lanes a bubble is read from.
+enum class TraceLane { kHost = 0, kCommStream = 1, kCudaCompute = 2, kCudaComm = 3, kPipeline = 4 };
 
 // One argument of a span: a count, a time in microseconds, a text, or a list (ranks, layouts).
 using TraceValue = std::variant<int64_t, double, std::string, std::vector<int64_t>, std::vector<std::string>>;
@@ -117,6 +119,15 @@ class OpenSpan {
 inline OpenSpan phase_span(std::string_view name) {
   if (!tls_trace_recorder) return {};
   TraceSpan span{current_lane(), std::string(name), "phase"};
+  span.begin = TraceClock::now();
+  return OpenSpan(*tls_trace_recorder, std::move(span));
+}
+
+// A span of a pipeline action ("F3@stage1") on the pipeline lane, category "pipeline"; empty when
+// tracing is off.
+inline OpenSpan pipeline_span(std::string name) {
+  if (!tls_trace_recorder) return {};
+  TraceSpan span{TraceLane::kPipeline, std::move(name), "pipeline"};
   span.begin = TraceClock::now();
   return OpenSpan(*tls_trace_recorder, std::move(span));
 }
