@@ -221,6 +221,32 @@ int check_errors(Failures& f) {
   return n;
 }
 
+// backward_input then WeightGradients::run add exactly what one backward adds (bitwise), and
+// the input's gradient is there before run().
+int check_split_backward(Failures& f) {
+  const Placement world = world_line();
+  const NdSbp b(std::vector<Sbp>{sbp::broadcast});
+  Chain<double> whole(nn::Init{world, 3}, false), split(nn::Init{world, 3}, false);
+  GlobalTensor<double> x1 = randn<double>({8, kFeatures}, world, b, 4).requires_grad_();
+  GlobalTensor<double> x2 = randn<double>({8, kFeatures}, world, b, 4).requires_grad_();
+  const GlobalTensor<double> y1 = whole.forward(x1), y2 = split.forward(x2);
+  const GlobalTensor<double> dy = randn<double>(y1.shape(), world, b, 6);
+  backward(y1, dy);
+  const std::vector<GlobalTensor<double>> inputs{x2};
+  WeightGradients later = backward_input(y2, dy, std::span<const GlobalTensor<double>>(inputs));
+  if (!later.pending()) f.add("backward_input deferred nothing");
+  for (const auto& [name, p] : split.named_parameters())
+    if (p.has_grad()) f.add("backward_input computed " + name + "'s gradient before run()");
+  if (!x2.has_grad() || everywhere(x2.grad()) != everywhere(x1.grad()))
+    f.add("backward_input: the input's gradient differs from backward's");
+  later.run();
+  const auto want = whole.named_parameters(), got = split.named_parameters();
+  for (size_t k = 0; k < want.size(); ++k)
+    if (!got[k].second.has_grad() || everywhere(got[k].second.grad()) != everywhere(want[k].second.grad()))
+      f.add("backward_input + run: " + got[k].first + "'s gradient is not bitwise backward's");
+  return 1;
+}
+
 // Activations and gradients move on the communication stream even when small (a sender never
 // waits for its receiver on its own thread), and a rank outside every stage takes no part.
 int check_overlap(Failures& f) {
@@ -285,7 +311,7 @@ int run_pipeline_checks(Failures& f, bool quick) {
       f.add(c.name() + ": " + e.what());
     }
   }
-  return cases + check_overlap(f) + check_errors(f);
+  return cases + check_split_backward(f) + check_overlap(f) + check_errors(f);
 }
 
 }  // namespace spsd_test
