@@ -56,16 +56,16 @@ pipeline::Layers<T, T, int64_t> layers_of(const Chain<T>& model) {
   return layers;
 }
 
-Placement world_line() {
+Placement world_line(const std::string& device = "cpu") {
   std::vector<int64_t> ranks(world_size());
   for (int64_t r = 0; r < world_size(); ++r) ranks[r] = r;
-  return Placement("cpu", ranks);
+  return Placement(device, ranks);
 }
 
 // x's values, on every rank of the world.
 template <class T>
 std::vector<T> everywhere(const GlobalTensor<T>& x) {
-  return x.to_global(world_line(), NdSbp(std::vector<Sbp>{sbp::broadcast})).to_local().to_vector();
+  return x.to_global(world_line(x.placement().device_type() == DeviceType::kCUDA ? "cuda" : "cpu"), NdSbp(std::vector<Sbp>{sbp::broadcast})).to_local().to_vector();
 }
 
 template <class T>
@@ -89,9 +89,10 @@ struct Case {
   int64_t ranks, microbatches, width;
   std::string inside;  // "data" or "tensor" (width 2), "" (width 1)
   bool tied = false;
+  std::string device = "cpu";
   std::string name() const {
     return schedule + " p=" + std::to_string(ranks) + " m=" + std::to_string(microbatches) +
-           (width > 1 ? " x" + std::to_string(width) + " " + inside : "") + (tied ? " tied" : "");
+           (width > 1 ? " x" + std::to_string(width) + " " + inside : "") + (tied ? " tied" : "") + (device == "cpu" ? "" : " on " + device);
   }
 };
 
@@ -111,7 +112,7 @@ std::vector<pipeline::Stage> stages_of(const Case& c, int64_t stages) {
     const int64_t r = v % c.ranks;
     std::vector<int64_t> ranks;
     for (int64_t w = 0; w < c.width; ++w) ranks.push_back(r * c.width + w);
-    pipeline::Stage s{{}, Placement("cpu", ranks)};
+    pipeline::Stage s{{}, Placement(c.device, ranks)};
     const int64_t per = static_cast<int64_t>(names.size()) / stages;
     for (int64_t k = v * per; k < (v + 1) * per; ++k) s.patterns.push_back(names[k]);
     if (c.inside == "tensor")
@@ -124,13 +125,13 @@ std::vector<pipeline::Stage> stages_of(const Case& c, int64_t stages) {
 template <class T>
 void check_case(Failures& f, const Case& c, double tolerance) {
   const int64_t rows = 16, chunks = c.schedule == "interleaved" ? 2 : 1, stages = c.ranks * chunks;
-  const Placement world = world_line();
+  const Placement world = world_line(c.device);
   const NdSbp b(std::vector<Sbp>{sbp::broadcast});
   std::vector<int64_t> labels(rows);
   for (int64_t r = 0; r < rows; ++r) labels[r] = (r * 7 + 3) % (c.tied ? kFeatures : kClasses);
 
   // One process: rank 0 alone.
-  const Placement one("cpu", {0});
+  const Placement one(c.device, {0});
   Chain<T> reference(nn::Init{one, 11}, c.tied);
   const GlobalTensor<T> x1 = randn<T>({rows, kFeatures}, one, b, 5);
   const GlobalTensor<int64_t> y1 = from_host(Tensor<int64_t>::from_vector({rows}, labels), one, b);
@@ -223,8 +224,8 @@ int check_errors(Failures& f) {
 
 // backward_input then WeightGradients::run add exactly what one backward adds (bitwise), and
 // the input's gradient is there before run().
-int check_split_backward(Failures& f) {
-  const Placement world = world_line();
+int check_split_backward(Failures& f, const std::string& device) {
+  const Placement world = world_line(device);
   const NdSbp b(std::vector<Sbp>{sbp::broadcast});
   Chain<double> whole(nn::Init{world, 3}, false), split(nn::Init{world, 3}, false);
   GlobalTensor<double> x1 = randn<double>({8, kFeatures}, world, b, 4).requires_grad_();
@@ -279,7 +280,7 @@ int check_overlap(Failures& f) {
 
 }  // namespace
 
-int run_pipeline_checks(Failures& f, bool quick) {
+int run_pipeline_checks(Failures& f, bool quick, const std::string& device) {
   int cases = 0;
   for (const char* schedule : {"gpipe", "1f1b", "interleaved", "zb-h1"})
     for (int64_t p : {2, 4})
@@ -288,7 +289,7 @@ int run_pipeline_checks(Failures& f, bool quick) {
         for (const char* inside : {"", "data", "tensor"}) {
           const int64_t width = *inside ? 2 : 1;
           if (p * width > world_size()) continue;
-          const Case c{schedule, p, m, width, inside};
+          const Case c{schedule, p, m, width, inside, false, device};
           try {
             check_case<double>(f, c, 1e-12);
             ++cases;
@@ -303,7 +304,7 @@ int run_pipeline_checks(Failures& f, bool quick) {
       }
   for (const char* schedule : {"1f1b", "zb-h1"}) {  // tied weights across the first and last stage
     if (world_size() < 2) break;
-    const Case c{schedule, 2, 4, 1, "", true};
+    const Case c{schedule, 2, 4, 1, "", true, device};
     try {
       check_case<double>(f, c, 1e-12);
       ++cases;
@@ -311,7 +312,9 @@ int run_pipeline_checks(Failures& f, bool quick) {
       f.add(c.name() + ": " + e.what());
     }
   }
-  return cases + check_split_backward(f) + check_overlap(f) + check_errors(f);
+  cases += check_split_backward(f, device);
+  if (device != "cpu") return cases;  // the rest is host logic
+  return cases + check_overlap(f) + check_errors(f);
 }
 
 }  // namespace spsd_test

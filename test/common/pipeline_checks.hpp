@@ -6,13 +6,15 @@
 // rank. Rank-side, like the other suites: every rank of the world runs each case (the pipeline
 // uses the first ranks), records what it found wrong, and returns the number of cases run.
 #include <cstdint>
+#include <string>
 
 #include "failures.hpp"
 
 namespace spsd_test {
 
 // Every case that fits in the world (p x stage width <= world size). quick: one micro-batch
-// count per schedule and pipeline size (the MPI runs; the simulator runs them all).
-int run_pipeline_checks(Failures& failures, bool quick = false);
+// count per schedule and pipeline size (the MPI runs; the simulator runs them all). device:
+// "cuda" runs the steps on cuda placements (the GPU suite), the reference too.
+int run_pipeline_checks(Failures& failures, bool quick = false, const std::string& device = "cpu");
 
 }  // namespace spsd_test

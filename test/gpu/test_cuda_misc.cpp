@@ -4,7 +4,8 @@
 // placement: an spsd::Error naming it, on every rank; an index out of range found by a kernel
 // without a host wait, raised on every rank; the results issue 38 fixed against PyTorch, on cuda
 // (argmax/argmin of rows of only -inf/+inf split with an empty piece, var with N - correction = 0
-// on a split axis, pow's gradient where the exponent is 0). On this process's ranks and, when run
+// on a split axis, pow's gradient where the exponent is 0); a pipelined step on cuda stages
+// equal to one process's on cuda (pipeline_checks.hpp, issue 39). On this process's ranks and, when run
 // alone, on 2 and 4 simulated ranks sharing the GPU. Exits 77 (meson: SKIP) only where the
 // machine has no CUDA device (cuda_devices.hpp).
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "custom/bias_gelu.hpp"
 #include "cuda_devices.hpp"
 #include "misc_suite.hpp"
+#include "pipeline_checks.hpp"
 
 using namespace spsd;
 using spsd_test::Failures;
@@ -100,6 +102,8 @@ void run_all(Failures& f) {
   check_cpu_only_op_on_cuda(f);
   check_out_of_range_on_cuda(f);
   check_results_against_pytorch(f);
+  const int pipelined = spsd_test::run_pipeline_checks(f, /*quick=*/true, "cuda");
+  if (pipelined == 0) f.add("pipeline on cuda: no case ran");
 }
 }  // namespace
 
