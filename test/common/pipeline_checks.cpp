@@ -112,11 +112,13 @@ std::vector<pipeline::Stage> stages_of(const Case& c, int64_t stages) {
     const int64_t r = v % c.ranks;
     std::vector<int64_t> ranks;
     for (int64_t w = 0; w < c.width; ++w) ranks.push_back(r * c.width + w);
-    pipeline::Stage s{{}, Placement(c.device, ranks)};
+    pipeline::Stage s{{}, c.inside == "2d" ? Placement(c.device, ranks, Shape{2, 2}) : Placement(c.device, ranks)};
     const int64_t per = static_cast<int64_t>(names.size()) / stages;
     for (int64_t k = v * per; k < (v + 1) * per; ++k) s.patterns.push_back(names[k]);
-    if (c.inside == "tensor")
-      s.plan = nn::Plan{nn::AxisPlan{"tensor"}.with_parameter("weight", sbp::split(1)).with_parameter("bias", sbp::split(0))};
+    const nn::AxisPlan tensor =
+        nn::AxisPlan{"tensor"}.with_parameter("weight", sbp::split(1)).with_parameter("bias", sbp::split(0));
+    if (c.inside == "tensor") s.plan = nn::Plan{tensor};
+    if (c.inside == "2d") s.plan = nn::Plan{nn::data_parallel(), tensor};  // 3-D: pipeline x data x tensor
     out.push_back(std::move(s));
   }
   return out;
@@ -142,7 +144,8 @@ void check_case(Failures& f, const Case& c, double tolerance) {
   pipeline::Pipeline<T, T, T, int64_t> pipe(model, layers_of(model), stages_of(c, stages), chunks);
   const pipeline::Stage& first = pipe.stage(0);
   const pipeline::Stage& last = pipe.stage(stages - 1);
-  const NdSbp rows_layout(std::vector<Sbp>{c.inside == "data" ? sbp::split(0) : sbp::broadcast});
+  const NdSbp rows_layout = c.inside == "2d" ? NdSbp(std::vector<Sbp>{sbp::split(0), sbp::broadcast})
+                            : NdSbp(std::vector<Sbp>{c.inside == "data" ? sbp::split(0) : sbp::broadcast});
   const GlobalTensor<T> x = randn<T>({rows, kFeatures}, first.placement, rows_layout, 5);
   const GlobalTensor<int64_t> y =
       from_host(Tensor<int64_t>::from_vector({rows}, labels), last.placement, rows_layout);
@@ -248,6 +251,28 @@ int check_split_backward(Failures& f, const std::string& device) {
   return 1;
 }
 
+// Pipeline x data: gradients accumulate over the micro-batches unreduced, then one all-reduce
+// per parameter per step (not per micro-batch): stage 0's 8 parameters take 8 all-reduces.
+int check_one_reduction_per_parameter(Failures& f) {
+  if (world_size() < 4) return 0;
+  const Placement world = world_line(), first("cpu", {0, 1}), second("cpu", {2, 3});
+  const NdSbp rows(std::vector<Sbp>{sbp::split(0)});
+  Chain<double> model(nn::Init{world, 1}, false);
+  pipeline::Pipeline<double, double, double, int64_t> pipe(
+      model, layers_of(model),
+      {{{"inp", "blocks.0", "blocks.1", "blocks.2"}, first}, {{"blocks.3", "blocks.4", "blocks.5", "head"}, second}});
+  const GlobalTensor<double> x = randn<double>({16, kFeatures}, first, rows, 1);
+  const GlobalTensor<int64_t> y = zeros<int64_t>({16}, second, rows);
+  reset_comm_stats();
+  pipe.step(pipeline::one_f_one_b(2, 4), x, y);
+  const int64_t reductions = comm_stats().calls_of(CollectiveKind::kAllReduce);
+  if (rank() <= 1 && reductions != 8)
+    f.add("pipeline x data: rank " + std::to_string(rank()) + " made " + std::to_string(reductions) +
+          " all-reduces in a step of 4 micro-batches, expected one per parameter of its stage (8): " +
+          comm_stats().to_string());
+  return 1;
+}
+
 // Activations and gradients move on the communication stream even when small (a sender never
 // waits for its receiver on its own thread), and a rank outside every stage takes no part.
 int check_overlap(Failures& f) {
@@ -275,7 +300,7 @@ int check_overlap(Failures& f) {
   if (rank() >= 2 && (bytes.bytes_sent != 0 || bytes.bytes_received != 0 || stream.queued + stream.inline_run != 0))
     f.add("pipeline: rank " + std::to_string(rank()) + ", in no stage, communicated: " +
           std::to_string(bytes.bytes_sent) + " bytes sent, " + std::to_string(bytes.bytes_received) + " received");
-  return 1;
+  return 1 + check_one_reduction_per_parameter(f);
 }
 
 }  // namespace
@@ -286,8 +311,9 @@ int run_pipeline_checks(Failures& f, bool quick, const std::string& device) {
     for (int64_t p : {2, 4})
       for (int64_t m : {1, 2, 3, 4, 8}) {
         if (quick && m != (p == 2 ? 3 : 8)) continue;
-        for (const char* inside : {"", "data", "tensor"}) {
-          const int64_t width = *inside ? 2 : 1;
+        for (const char* inside : {"", "data", "tensor", "2d"}) {
+          const int64_t width = std::string(inside) == "2d" ? 4 : *inside ? 2 : 1;
+          if (std::string(inside) == "2d" && (p != 2 || (m != 3 && m != 8))) continue;  // a sample
           if (p * width > world_size()) continue;
           const Case c{schedule, p, m, width, inside, false, device};
           try {
