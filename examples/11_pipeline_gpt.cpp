@@ -13,10 +13,11 @@
 // The first step is also run unpipelined (the same GPT, same seed, data parallel on all ranks):
 // the end of the output puts its loss and gradients beside the pipelined ones (float32: equal
 // to rounding). Dropout makes them differ (the masks are drawn per micro-batch).
-// Options as 08's: --steps N (200), --batch N (32), --context N (64), --dim N (128), --heads N
-// (4), --layers N (2), --lr X (3e-3), --dropout P (0), --tied 0|1 (0), --seed N (1), --text DIR,
-// --text-limit N, --csv FILE, --log-every N (10), --device cuda|cpu; and --save DIR (the
-// training state at the end; docs/checkpoints.md: it loads into the unpipelined model too).
+// Options as 08's: --steps N (200: about a minute on 4 ranks of a 2-core machine), --batch N
+// (32), --context N (64), --dim N (128), --heads N (4), --layers N (2), --lr X (3e-3), --dropout
+// P (0), --tied 0|1 (0), --seed N (1), --text DIR, --text-limit N, --csv FILE, --log-every N
+// (10), --device cuda|cpu; and --save DIR (the training state at the end, under the unpipelined
+// model's names: docs/checkpoints.md loads it into any split or none).
 //   tools/mpirun -np 4 build/examples/11_pipeline_gpt --parallel tensor --schedule zb-h1
 //   build/examples/11_pipeline_gpt --simulate 8 --parallel 2d
 #include <algorithm>
@@ -199,13 +200,14 @@ void progress(int64_t step, int64_t steps, double tokens_per_s, double loss, boo
 void train(Options o, const examples::Corpus& corpus) {
   o.device = examples::checked_device("11_pipeline_gpt", o.device);  // asks the rank's runtime
   const examples::GptConfig config{corpus.vocab_size(), o.context, o.dim, o.heads, o.layers, o.dropout, o.tied};
+  const pipeline::Schedule schedule = make_schedule(o);
+  std::vector<pipeline::Stage> stages = make_stages(o, schedule.chunks());
   std::mt19937_64 batches(o.seed);  // the same windows on every rank
   std::mt19937_64 first_batch = batches;
   const Reference ref = unpipelined(config, o, examples::draw_batch(corpus, o.batch, o.context, first_batch));
 
-  const pipeline::Schedule schedule = make_schedule(o);
   examples::Gpt<float> model(config, {all_ranks(o.device), o.seed * 1000});
-  pipeline::Pipeline<float> pipe(model, gpt_layers(model), make_stages(o, schedule.chunks()), schedule.chunks());
+  pipeline::Pipeline<float> pipe(model, gpt_layers(model), std::move(stages), schedule.chunks());
   Adam<float> optimizer(model.named_parameters(), {.lr = o.lr});  // after: the parameters are on their stages
   const pipeline::Stage &first = pipe.stage(0), &last = pipe.stage(pipe.stages() - 1);
   const NdSbp tokens = nn::input_layout(*first.plan);
