@@ -7,7 +7,7 @@ exited 0 and every check of CHECKS[NAME] holds.
 The checks hold on any machine: exact layouts, boxes and byte counts (metadata, the same
 everywhere), the examples' own comparisons with a single process ("yes", "(ok)"), and for the
 training examples a loss that fell and an accuracy above a bound, never digits that vary with the
-BLAS build or timing. They expect 4 ranks, as the suite runs them."""
+BLAS build or timing. They expect 4 ranks, as the suite runs them (11_pipeline_gpt: any count)."""
 import math
 import re
 import subprocess
@@ -145,6 +145,15 @@ CHECKS = {
         custom_op_learned,
     ],
     "10_transformer_2d": [fell(r"^step \d+: loss ([\d.]+)$", at_least=3)],
+    # Any --parallel, --schedule and rank count (the suite runs three).
+    "11_pipeline_gpt": [
+        count(r"^  stage 0 on placement", 1),
+        fell(r"^step \d+/10 .* loss ([\d.]+) ", at_least=3),
+        gpt_learned,
+        # The pipelined first step against the unpipelined one: loss and gradients.
+        count(r"^  loss [\d.]+ vs [\d.]+, relative difference \S+ \(ok\)$", 1),
+        count(r"^  gradients: largest difference \S+ of the largest gradient \(ok\)$", 1),
+    ],
 }
 
 
