@@ -27,6 +27,7 @@
 #include <string>
 
 #include "train/gpt.hpp"
+#include "train/gpt_options.hpp"
 #include "train/options.hpp"
 #include "train/text.hpp"
 
@@ -34,13 +35,9 @@ using namespace spsd;
 
 namespace {
 
-struct Options {
-  std::string parallel = "data", device, dtype = "float32", text = examples::kFortunesDir, csv;
-  int64_t steps = 1500, batch = 32, context = 64, dim = 128, heads = 4, layers = 2, sample = 0, text_limit = -1,
-          log_every = 10;
-  double lr = 3e-3, dropout = 0;
-  bool tied = false;
-  uint64_t seed = 1;
+struct Options : examples::GptOptions {
+  std::string dtype = "float32";
+  int64_t sample = 0;
 };
 
 Options parse(int argc, char** argv) {
@@ -49,24 +46,9 @@ Options parse(int argc, char** argv) {
     const std::string a = argv[i];
     SPSD_CHECK(i + 1 < argc, "08_gpt", "option ", a, " needs a value");
     const std::string v = argv[++i];
-    if (a == "--parallel") o.parallel = v;
-    else if (a == "--device") o.device = v;
-    else if (a == "--dtype") o.dtype = v;
-    else if (a == "--text") o.text = v;
-    else if (a == "--csv") o.csv = v;
-    else if (a == "--steps") o.steps = std::stoll(v);
-    else if (a == "--batch") o.batch = std::stoll(v);
-    else if (a == "--context") o.context = std::stoll(v);
-    else if (a == "--dim") o.dim = std::stoll(v);
-    else if (a == "--heads") o.heads = std::stoll(v);
-    else if (a == "--layers") o.layers = std::stoll(v);
+    if (examples::read_gpt_option(o, a, v)) continue;
+    if (a == "--dtype") o.dtype = v;
     else if (a == "--sample") o.sample = std::stoll(v);
-    else if (a == "--text-limit") o.text_limit = std::stoll(v);
-    else if (a == "--log-every") o.log_every = std::max<int64_t>(1, std::stoll(v));
-    else if (a == "--lr") o.lr = std::stod(v);
-    else if (a == "--dropout") o.dropout = std::stod(v);
-    else if (a == "--tied") o.tied = v != "0";
-    else if (a == "--seed") o.seed = std::stoull(v);
     else SPSD_CHECK(false, "08_gpt", "unknown option ", a);
   }
   o.device = examples::checked_device("08_gpt", o.device);
@@ -80,17 +62,6 @@ GlobalTensor<float> loss_of(const std::string& dtype, const examples::Gpt<float>
   return examples::with_compute_type(dtype, [&]<FloatingElement C>() {
     return cross_entropy(cast<float>(model.template forward<C>(inputs)), targets);
   });
-}
-
-void progress(int64_t step, int64_t steps, double tokens_per_s, double loss, bool last) {
-  if (rank() != 0) return;
-  constexpr int kWidth = 30;
-  const int filled = static_cast<int>(kWidth * step / std::max<int64_t>(steps, 1));
-  std::printf("\rstep %lld/%lld [%s%s] loss %.4f  %.0f tokens/s", static_cast<long long>(step),
-              static_cast<long long>(steps), std::string(filled, '=').c_str(), std::string(kWidth - filled, ' ').c_str(),
-              loss, tokens_per_s);
-  std::printf(last ? "\n" : "");
-  std::fflush(stdout);
 }
 
 // n characters after a newline, sampled at temperature 0.8 from the model's next-token
@@ -174,7 +145,7 @@ int main(int argc, char** argv) {
     const bool last = step == o.steps;
     if (last || step % o.log_every == 0) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      progress(step, o.steps, static_cast<double>(step * o.batch * o.context) / std::max(s, 1e-9),
+      examples::progress(step, o.steps, static_cast<double>(step * o.batch * o.context) / std::max(s, 1e-9),
                recent / static_cast<double>(recent_n), last);
       recent = 0;
       recent_n = 0;

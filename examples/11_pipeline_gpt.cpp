@@ -33,6 +33,7 @@
 
 #include "train/checkpoint.hpp"
 #include "train/gpt.hpp"
+#include "train/gpt_options.hpp"
 #include "train/options.hpp"
 #include "train/text.hpp"
 
@@ -40,13 +41,10 @@ using namespace spsd;
 
 namespace {
 
-struct Options {
-  std::string parallel = "data", schedule = "1f1b", device, text = examples::kFortunesDir, csv, save;
-  int64_t stages = 2, microbatches = 4, simulate = 0, steps = 200, batch = 32, context = 64, dim = 128, heads = 4,
-          layers = 2, text_limit = -1, log_every = 10;
-  double lr = 3e-3, dropout = 0;
-  bool tied = false;
-  uint64_t seed = 1;
+struct Options : examples::GptOptions {
+  std::string schedule = "1f1b", save;
+  int64_t stages = 2, microbatches = 4, simulate = 0;
+  Options() { steps = 200; }
 };
 
 Options parse(int argc, char** argv) {
@@ -55,27 +53,12 @@ Options parse(int argc, char** argv) {
     const std::string a = argv[i];
     SPSD_CHECK(i + 1 < argc, "11_pipeline_gpt", "option ", a, " needs a value");
     const std::string v = argv[++i];
-    if (a == "--parallel") o.parallel = v;
-    else if (a == "--schedule") o.schedule = v;
-    else if (a == "--device") o.device = v;
-    else if (a == "--text") o.text = v;
-    else if (a == "--csv") o.csv = v;
+    if (examples::read_gpt_option(o, a, v)) continue;
+    if (a == "--schedule") o.schedule = v;
     else if (a == "--save") o.save = v;
     else if (a == "--stages") o.stages = std::stoll(v);
     else if (a == "--microbatches") o.microbatches = std::stoll(v);
     else if (a == "--simulate") o.simulate = std::stoll(v);
-    else if (a == "--steps") o.steps = std::stoll(v);
-    else if (a == "--batch") o.batch = std::stoll(v);
-    else if (a == "--context") o.context = std::stoll(v);
-    else if (a == "--dim") o.dim = std::stoll(v);
-    else if (a == "--heads") o.heads = std::stoll(v);
-    else if (a == "--layers") o.layers = std::stoll(v);
-    else if (a == "--text-limit") o.text_limit = std::stoll(v);
-    else if (a == "--log-every") o.log_every = std::max<int64_t>(1, std::stoll(v));
-    else if (a == "--lr") o.lr = std::stod(v);
-    else if (a == "--dropout") o.dropout = std::stod(v);
-    else if (a == "--tied") o.tied = v != "0";
-    else if (a == "--seed") o.seed = std::stoull(v);
     else SPSD_CHECK(false, "11_pipeline_gpt", "unknown option ", a);
   }
   SPSD_CHECK(o.parallel == "data" || o.parallel == "tensor" || o.parallel == "2d", "11_pipeline_gpt",
@@ -186,17 +169,6 @@ double gradient_difference(const examples::Gpt<float>& model, const Reference& r
   return scale > 0 ? diff / scale : diff;
 }
 
-void progress(int64_t step, int64_t steps, double tokens_per_s, double loss, bool last) {
-  if (rank() != 0) return;
-  constexpr int kWidth = 30;
-  const int filled = static_cast<int>(kWidth * step / std::max<int64_t>(steps, 1));
-  std::printf("\rstep %lld/%lld [%s%s] loss %.4f  %.0f tokens/s", static_cast<long long>(step),
-              static_cast<long long>(steps), std::string(filled, '=').c_str(), std::string(kWidth - filled, ' ').c_str(),
-              loss, tokens_per_s);
-  std::printf(last ? "\n" : "");
-  std::fflush(stdout);
-}
-
 void train(Options o, const examples::Corpus& corpus) {
   o.device = examples::checked_device("11_pipeline_gpt", o.device);  // asks the rank's runtime
   const examples::GptConfig config{corpus.vocab_size(), o.context, o.dim, o.heads, o.layers, o.dropout, o.tied};
@@ -257,7 +229,7 @@ void train(Options o, const examples::Corpus& corpus) {
     const bool end = step == o.steps;
     if (end || step % o.log_every == 0) {
       const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-      progress(step, o.steps, static_cast<double>(step * o.batch * o.context) / std::max(s, 1e-9),
+      examples::progress(step, o.steps, static_cast<double>(step * o.batch * o.context) / std::max(s, 1e-9),
                recent / static_cast<double>(recent_n), end);
       recent = 0;
       recent_n = 0;
