@@ -40,6 +40,17 @@ std::map<std::string, std::vector<float>> values_of(const StateDict& sd) {
   return out;
 }
 
+// A 2-block GPT's forward as the runner's layers.
+pipeline::Layers<float> gpt_layers(const examples::Gpt<float>& model) {
+  pipeline::Layers<float> layers;
+  layers.first("tok", [&](const GlobalTensor<int64_t>& t) { return model.tok.forward<float>(t) + model.positions; })
+      .then("blocks.0", [&](const GlobalTensor<float>& x) { return model.blocks[0](x); })
+      .then("blocks.1", [&](const GlobalTensor<float>& x) { return model.blocks[1](x); })
+      .then("head", [&](const GlobalTensor<float>& x) { return (*model.head)(model.lnf(x)); })
+      .loss([](const GlobalTensor<float>& logits, const GlobalTensor<int64_t>& y) { return cross_entropy(logits, y); });
+  return layers;
+}
+
 }  // namespace
 
 // Parameters keep their names in a pipeline: a checkpoint of a pipelined GPT loads into the same
@@ -52,12 +63,7 @@ TEST_CASE("pipeline: checkpoints of a pipelined model load unpipelined and back,
   spsd::simulate(4, [&] {
     const Placement world("cpu", {0, 1, 2, 3});
     examples::Gpt<float> model(config, nn::Init{world, 7});
-    pipeline::Layers<float> layers;
-    layers.first("tok", [&](const GlobalTensor<int64_t>& t) { return model.tok.forward<float>(t) + model.positions; })
-        .then("blocks.0", [&](const GlobalTensor<float>& x) { return model.blocks[0](x); })
-        .then("blocks.1", [&](const GlobalTensor<float>& x) { return model.blocks[1](x); })
-        .then("head", [&](const GlobalTensor<float>& x) { return (*model.head)(model.lnf(x)); })
-        .loss([](const GlobalTensor<float>& logits, const GlobalTensor<int64_t>& y) { return cross_entropy(logits, y); });
+    const pipeline::Layers<float> layers = gpt_layers(model);
     const Placement first("cpu", {0, 1}), second("cpu", {2, 3});
     pipeline::Pipeline<float> pipe(model, layers, {{{"tok", "positions", "blocks.0"}, first}, {{"blocks.1", "lnf", "head"}, second}});
     Adam<float> opt(model.named_parameters(), AdamOptions{.lr = 0.01f});
@@ -83,12 +89,7 @@ TEST_CASE("pipeline: checkpoints of a pipelined model load unpipelined and back,
   // 3 ranks: 3 stages of one rank; loads what the unpipelined model saved.
   spsd::simulate(3, [&] {
     examples::Gpt<float> model(config, nn::Init{Placement("cpu", {0, 1, 2}), 98});
-    pipeline::Layers<float> layers;
-    layers.first("tok", [&](const GlobalTensor<int64_t>& t) { return model.tok.forward<float>(t) + model.positions; })
-        .then("blocks.0", [&](const GlobalTensor<float>& x) { return model.blocks[0](x); })
-        .then("blocks.1", [&](const GlobalTensor<float>& x) { return model.blocks[1](x); })
-        .then("head", [&](const GlobalTensor<float>& x) { return (*model.head)(model.lnf(x)); })
-        .loss([](const GlobalTensor<float>& logits, const GlobalTensor<int64_t>& y) { return cross_entropy(logits, y); });
+    const pipeline::Layers<float> layers = gpt_layers(model);
     pipeline::Pipeline<float> pipe(model, layers,
                                    {{{"tok", "positions"}, Placement("cpu", {0})},
                                     {{"blocks.0", "blocks.1"}, Placement("cpu", {1})},
