@@ -16,7 +16,7 @@
 //                 micro-batches of `rows` rows (a batch of m x rows), float32. Per m, each of 2
 //                 warm-up + `steps` rounds runs one step of every schedule (their order rotating
 //                 from round to round) and then the baseline, a barrier before each: a busy spell
-//                 of the machine falls on all of them alike. 30 s on 2 ranks of a quiet 2-core
+//                 of the machine falls on all of them alike. 25 s on 2 ranks of a quiet 2-core
 //                 machine, a minute or more on a busy one. Every figure but the baseline's comes
 //                 from the runner's own execution: the spans of the trace's pipeline lane and the
 //                 host thread's waits (SPSD_TRACE, docs/trace.md; a temporary file unless SPSD_TRACE
