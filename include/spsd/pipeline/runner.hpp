@@ -178,10 +178,12 @@ class Pipeline {
       NoGradSync accumulate;  // one reduction per parameter, after the last micro-batch
       for (const Step& s : program_order(schedule)) {
         const Action& a = schedule.actions(s.rank)[s.index];
-        // The stage lane of the trace: this rank's own actions only (the others pass at once).
-        const spsd::detail::OpenSpan span = stages_[a.stage].placement.contains(rank())
-                                                ? spsd::detail::pipeline_span(pipeline::describe(a))
-                                                : spsd::detail::OpenSpan();
+        // The stage lane of the trace: this rank's own actions only (the others pass at once),
+        // from when what the action receives has arrived, so the gaps are the rank's bubble.
+        const bool mine = stages_[a.stage].placement.contains(rank());
+        if (mine && spsd::detail::tls_trace_recorder) await_received(run, a);
+        const spsd::detail::OpenSpan span =
+            mine ? spsd::detail::pipeline_span(pipeline::describe(a)) : spsd::detail::OpenSpan();
         switch (a.work) {
           case Work::kForward: forward(run, a.stage, a.microbatch); break;
           case Work::kBackward:
@@ -470,6 +472,16 @@ class Pipeline {
     y = Activation();
     x = Activation();
     run.gradients[v][i] = Activation();
+  }
+
+  // Waits until the activation (a forward) or the gradient (a backward) that action a receives
+  // from another stage is here.
+  void await_received(const Run& run, const Action& a) const {
+    const Activation* t = nullptr;
+    if (a.work == Work::kForward && a.stage > 0) t = &run.received[a.stage][a.microbatch];
+    if ((a.work == Work::kBackward || a.work == Work::kBackwardInput) && a.stage < stages() - 1)
+      t = &run.gradients[a.stage][a.microbatch];
+    if (t && t->defined() && t->to_local().storage()) (void)std::as_const(*t->to_local().storage()).data();
   }
 
   // The copies' gradients into their parameters', then each parameter's into its own layout.
