@@ -56,6 +56,8 @@
 #include <unistd.h>
 #include <vector>
 
+#include "trace_events.hpp"
+
 namespace {
 
 namespace pp = spsd::pipeline;
@@ -234,16 +236,7 @@ struct Span {
   double begin, end;
 };
 
-// The value after "key": in one event line of the trace (the writer puts each on its own line).
-std::string field(const std::string& line, const char* key) {
-  const std::string k = std::string("\"") + key + "\":";
-  const size_t at = line.find(k);
-  if (at == std::string::npos) return "";
-  size_t from = at + k.size(), to = from;
-  if (line[from] == '"') return line.substr(from + 1, line.find('"', from + 1) - from - 1);
-  while (to < line.size() && line[to] != ',' && line[to] != '}') ++to;
-  return line.substr(from, to - from);
-}
+using bench_trace::field;  // bench/trace_events.hpp
 
 // This rank's pipeline actions and its host thread's waits for the communication stream, each
 // in start order.
