@@ -758,10 +758,13 @@ int main(int argc, char** argv) {
     setenv("SPSD_TRACE", temporary.c_str(), 1);
   }
   int rc = 0;
-  {
+  try {
     Runtime runtime(argc, argv);
     file = trace_file();
     rc = run(argc, argv);
+  } catch (...) {  // the Runtime has written the file on its way out; the error goes on as before
+    if (!temporary.empty() && !file.empty()) std::filesystem::remove(file);
+    throw;
   }
   if (!temporary.empty()) std::filesystem::remove(file);
   return rc;
