@@ -302,14 +302,15 @@ int main(int argc, char** argv) {
     else if (a == "--dtype" && i + 1 < argc) args.dtype = argv[++i];
     else detail::throw_error("gpu_train", "unknown argument ", a);
   }
-  SPSD_CHECK(args.dtype == "float32" || args.dtype == "bfloat16", "gpu_train", "--dtype must be float32 or bfloat16, got ",
-             args.dtype);
+  SPSD_CHECK(args.dtype == "float32" || args.dtype == "bfloat16", "gpu_train",
+             "--dtype must be float32 or bfloat16, got ", args.dtype);
   SPSD_CHECK(!(args.tf32 && args.dtype != "float32"), "gpu_train", "--tf32 applies to --dtype float32 only");
   // The profile is read from the trace: a temporary one (per rank: trace_file()) unless the
   // caller asked for one, read when the Runtime starts.
   std::string temporary;
   if (args.profile && !std::getenv("SPSD_TRACE")) {
-    temporary = (std::filesystem::temp_directory_path() / ("spsd-gpu-train-" + std::to_string(getpid()) + ".json")).string();
+    const std::string name = "spsd-gpu-train-" + std::to_string(getpid()) + ".json";
+    temporary = (std::filesystem::temp_directory_path() / name).string();
     setenv("SPSD_TRACE", temporary.c_str(), 1);
   }
   std::string trace;

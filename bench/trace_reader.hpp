@@ -65,11 +65,11 @@ struct OpProfileRow {
 };
 
 struct OpProfile {
-  std::vector<OpProfileRow> rows;          // largest total first
-  std::vector<std::pair<std::string, double>> phases;  // time in ops per phase, in order of appearance
+  std::vector<OpProfileRow> rows;                      // largest total first
+  std::vector<std::pair<std::string, double>> phases;  // us in ops per phase, in order of appearance
   int64_t calls = 0;
-  double ops_us = 0;             // the sum of the rows: the lane's time in ops
-  double first = 0, last = 0;    // the first op's start and the last one's end on the lane (us)
+  double ops_us = 0;           // the sum of the rows: the lane's time in ops
+  double first = 0, last = 0;  // the first op's start and the last one's end on the lane (us)
 };
 
 // The ops ("op" spans) of one lane whose host start (a device span's host_ts, else its own start)
@@ -140,8 +140,8 @@ inline void print_op_profile(const OpProfile& p, const char* title, size_t max_r
                 r.total_us / static_cast<double>(r.calls));
   }
   if (p.rows.size() > max_rows)
-    std::printf("| (%zu more) | | %lld | %.3f | %.1f | |\n", p.rows.size() - max_rows, static_cast<long long>(rest_calls),
-                rest_us / 1e3, p.ops_us > 0 ? 100 * rest_us / p.ops_us : 0.0);
+    std::printf("| (%zu more) | | %lld | %.3f | %.1f | |\n", p.rows.size() - max_rows,
+                static_cast<long long>(rest_calls), rest_us / 1e3, p.ops_us > 0 ? 100 * rest_us / p.ops_us : 0.0);
   std::printf("| all ops | | %lld | %.3f | 100.0 | |\n", static_cast<long long>(p.calls), p.ops_us / 1e3);
   std::printf("by phase:");
   for (const auto& [phase, us] : p.phases) std::printf(" %s %.3f ms;", phase.c_str(), us / 1e3);

@@ -6,12 +6,13 @@
 // the NCCL group, and the compute stream waits for it (another event), so kernels launched later
 // read the results, and the host never blocks on NCCL. A 16-bit reduction under
 // HalfReduction::kFloat32Wire adds two kernels to that comm-stream work: its input widened into
-// float32 scratch before the group, the float32 result rounded back after it. Each call's completion event is kept
-// until it is seen done. Every later call (and drain(), which the device runtime runs before the
-// host waits on a stream) first checks them: an asynchronous NCCL error, or a collective that has
-// not finished within the timeout of its start, aborts the communicator and raises Error there,
-// naming the collective. Buffers need no extra care: everything that may reuse a buffer runs on
-// the compute stream after the completion event, or on the comm stream after the collective.
+// float32 scratch before the group, the float32 result rounded back after it. Each call's
+// completion event is kept until it is seen done. Every later call (and drain(), which the
+// device runtime runs before the host waits on a stream) first checks them: an asynchronous NCCL
+// error, or a collective that has not finished within the timeout of its start, aborts the
+// communicator and raises Error there, naming the collective. Buffers need no extra care:
+// everything that may reuse a buffer runs on the compute stream after the completion event, or
+// on the comm stream after the collective.
 #include "nccl_communicator.hpp"
 
 #include <nccl.h>
