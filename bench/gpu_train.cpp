@@ -23,18 +23,28 @@
 // masters). bench/gpu_train_torch.py --gpt runs the same model in PyTorch eager (nn.Linear,
 // nn.LayerNorm, F.scaled_dot_product_attention) with the same flags. With --small: 1 block of
 // dim 64, context 32, batch 4, for compute-sanitizer.
+// --profile: instead of the timings, the device time of each op kind in one step after 3 warm-ups
+// (any model and dtype above): the trace (SPSD_TRACE, docs/trace.md; a temporary file unless
+// SPSD_TRACE is set) times each op's work on the cuda compute stream with CUDA events (lane 2);
+// rank 0's spans of that step, grouped by op and phase (forward, backward, Adam.step), become a
+// table: calls, total ms, share of the device time in ops, mean us (bench/trace_reader.hpp).
+// bench/gpu_train_torch.py --profile prints torch.profiler's table for the same step.
 // Medians over steps after warm-up, host clock around a synchronize. Exits 77 without a GPU (and
 // for --dtype bfloat16 in a build without spsd::cast).
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <string>
+#include <unistd.h>
 #include <vector>
 
 #include "spsd/spsd.hpp"
+#include "trace_reader.hpp"
 #include "train/gpt.hpp"
 
 
@@ -92,17 +102,54 @@ struct StepTimes {
   DeviceTraffic traffic;
 };
 
-// The whole step (forward, zero_grad, backward, Adam, the loss read) after 3 warm-ups, its
-// device traffic, and each phase ended by a synchronize; medians over `steps`.
+struct Options {
+  int steps = 10;
+  bool profile = false;
+};
+
+// One training step: forward with the loss, zero_grad, backward, Adam, the loss read.
 template <class Forward>
-StepTimes time_phases(Forward&& forward, Adam<float>& adam, int steps) {
-  auto step = [&] {
-    GlobalTensor<float> loss = forward();
-    adam.zero_grad();
-    backward(loss);
-    adam.step();
-    return loss.item();
-  };
+float train_step(Forward& forward, Adam<float>& adam) {
+  GlobalTensor<float> loss = forward();
+  adam.zero_grad();
+  backward(loss);
+  adam.step();
+  return loss.item();
+}
+
+// --profile: one step after 3 warm-ups, its ops' device time (trace lane 2) printed by rank 0.
+template <class Forward>
+void profile_step(Forward& forward, Adam<float>& adam, const std::string& model) {
+  for (int k = 0; k < 3; ++k) train_step(forward, adam);
+  synchronize();
+  const double from = spsd_bench::trace_now_us();
+  const Clock::time_point t = Clock::now();
+  train_step(forward, adam);  // the loss read waits for the device
+  const double step_ms = ms_since(t), to = spsd_bench::trace_now_us();
+  flush_trace();
+  if (rank() != 0) return;
+  const std::vector<spsd_bench::TraceEvent> events = spsd_bench::read_trace_events(trace_file());
+  const spsd_bench::OpProfile device = spsd_bench::op_profile(events, 2, from, to);
+  const spsd_bench::OpProfile host = spsd_bench::op_profile(events, 0, from, to);
+  std::printf("\n%s: one step %.2f ms (host clock, traced); device time in ops %.2f ms over %lld ops, from the "
+              "first op's start to the last one's end %.2f ms on the compute stream; the host thread spent %.2f ms "
+              "in the same ops (dispatch and launch)\n",
+              model.c_str(), step_ms, device.ops_us / 1e3, static_cast<long long>(device.calls),
+              (device.last - device.first) / 1e3, host.ops_us / 1e3);
+  spsd_bench::print_op_profile(device, ("spsd op (device), " + model).c_str(), 40);
+}
+
+// The whole step (forward, zero_grad, backward, Adam, the loss read) after 3 warm-ups, its
+// device traffic, and each phase ended by a synchronize; medians over `steps`. With --profile,
+// the profile of one step instead (and no times).
+template <class Forward>
+StepTimes time_phases(Forward&& forward, Adam<float>& adam, const Options& o, const std::string& model) {
+  if (o.profile) {
+    profile_step(forward, adam, model);
+    return {};
+  }
+  const int steps = o.steps;
+  auto step = [&] { return train_step(forward, adam); };
   for (int k = 0; k < 3; ++k) step();
   synchronize();
   std::vector<double> whole, fwd, bwd, opt, hidden;
@@ -138,8 +185,14 @@ StepTimes time_phases(Forward&& forward, Adam<float>& adam, int steps) {
   return out;
 }
 
+std::string describe(const std::vector<int64_t>& sizes) {
+  std::string s;
+  for (int64_t v : sizes) s += (s.empty() ? "" : " -> ") + std::to_string(v);
+  return s;
+}
+
 template <class C>
-StepTimes time_steps(const std::vector<int64_t>& sizes, int64_t batch, int steps) {
+StepTimes time_steps(const std::vector<int64_t>& sizes, int64_t batch, const Options& o) {
   const int world = world_size();
   std::vector<int64_t> ranks(world);
   for (int r = 0; r < world; ++r) ranks[r] = r;
@@ -151,12 +204,12 @@ StepTimes time_steps(const std::vector<int64_t>& sizes, int64_t batch, int steps
   std::vector<int64_t> label_values(batch);
   for (int64_t i = 0; i < batch; ++i) label_values[i] = (i * 7) % sizes.back();
   const GlobalTensor<int64_t> labels = from_host(Tensor<int64_t>::from_vector({batch}, label_values), p, s0);
-  return time_phases([&] { return cross_entropy(model.logits<C>(x), labels); }, adam, steps);
+  return time_phases([&] { return cross_entropy(model.logits<C>(x), labels); }, adam, o, "MLP " + describe(sizes));
 }
 
 // The GPT step (--gpt): whole step and per phase, like time_steps.
 template <class C>
-StepTimes time_gpt_steps(const examples::GptConfig& c, int64_t batch, int steps) {
+StepTimes time_gpt_steps(const examples::GptConfig& c, int64_t batch, const Options& o) {
   const nn::Plan plan = examples::gpt_plan("data");
   const Placement placement = examples::gpt_placement("data", world_size(), "cuda");
   examples::Gpt<float> model(c, {placement, 1000});
@@ -167,55 +220,49 @@ StepTimes time_gpt_steps(const examples::GptConfig& c, int64_t batch, int steps)
   for (size_t i = 0; i < tokens.size(); ++i) next[i] = static_cast<int64_t>((i * 17 + 3) % c.vocab);
   const auto x = from_host(Tensor<int64_t>::from_vector({batch, c.context}, tokens), placement, nn::input_layout(plan));
   const auto y = from_host(Tensor<int64_t>::from_vector({batch, c.context}, next), placement, nn::input_layout(plan));
-  return time_phases([&] { return cross_entropy(cast<float>(model.template forward<C>(x)), y); }, adam, steps);
+  const std::string model_name = "GPT " + std::to_string(c.layers) + " blocks, dim " + std::to_string(c.dim) +
+                                 ", context " + std::to_string(c.context) + ", batch " + std::to_string(batch);
+  return time_phases([&] { return cross_entropy(cast<float>(model.template forward<C>(x)), y); }, adam, o, model_name);
 }
 
-std::string describe(const std::vector<int64_t>& sizes) {
-  std::string s;
-  for (int64_t v : sizes) s += (s.empty() ? "" : " -> ") + std::to_string(v);
-  return s;
-}
-
-}  // namespace
-
-int main(int argc, char** argv) {
-  Runtime runtime(argc, argv);
+struct Args {
   std::string mode, dtype = "float32";
-  bool tf32 = false, gpt = false;
-  for (int i = 1; i < argc; ++i) {
-    const std::string a = argv[i];
-    if (a == "--quick" || a == "--small") mode = a;
-    else if (a == "--gpt") gpt = true;
-    else if (a == "--tf32") tf32 = true;
-    else if (a == "--dtype" && i + 1 < argc) dtype = argv[++i];
-    else detail::throw_error("gpu_train", "unknown argument ", a);
-  }
-  SPSD_CHECK(dtype == "float32" || dtype == "bfloat16", "gpu_train", "--dtype must be float32 or bfloat16, got ", dtype);
-  SPSD_CHECK(!(tf32 && dtype != "float32"), "gpu_train", "--tf32 applies to --dtype float32 only");
+  bool tf32 = false, gpt = false, profile = false;
+};
+
+// trace: set to this rank's trace file.
+int run(int argc, char** argv, const Args& args, std::string& trace) {
+  Runtime runtime(argc, argv);
+  trace = trace_file();
+  const std::string& mode = args.mode;
+  const std::string& dtype = args.dtype;
   if (!cuda_available()) {
     std::printf("SKIP: no usable CUDA device (%s)\n", runtime_info().c_str());
     return 77;
   }
-  if (tf32) set_matmul_precision(MatmulPrecision::kHigh);
-  const int steps = mode == "--small" ? 2 : mode == "--quick" ? 3 : 10;
+  if (args.tf32) set_matmul_precision(MatmulPrecision::kHigh);
+  Options o;
+  o.steps = mode == "--small" ? 2 : mode == "--quick" ? 3 : 10;
+  o.profile = args.profile;
   const int64_t batch = mode == "--small" ? 64 : 1024;
   const std::string precision = dtype == "bfloat16" ? "bfloat16 compute, float32 masters"
-                                : tf32              ? "float32, TF32 matmuls"
+                                : args.tf32         ? "float32, TF32 matmuls"
                                                     : "float32, TF32 off";
   if (rank() == 0) {
-    std::printf("bench/gpu_train, %d rank(s) on %s; %s, Adam\n", world_size(), runtime_info().c_str(),
-                precision.c_str());
-    std::printf("| spsd, %d rank(s), %s | batch | step ms | forward ms | backward ms | optimizer ms | hidden comm | "
-                "host<->device per step |\n|---|---|---|---|---|---|---|---|\n",
-                world_size(), precision.c_str());
+    std::printf("bench/gpu_train%s, %d rank(s) on %s; %s, Adam\n", o.profile ? " --profile" : "", world_size(),
+                runtime_info().c_str(), precision.c_str());
+    if (!o.profile)
+      std::printf("| spsd, %d rank(s), %s | batch | step ms | forward ms | backward ms | optimizer ms | hidden comm | "
+                  "host<->device per step |\n|---|---|---|---|---|---|---|---|\n",
+                  world_size(), precision.c_str());
   }
-  if (gpt) {
+  if (args.gpt) {
     const bool small = mode == "--small";
     const examples::GptConfig c{96, small ? 32 : 256, small ? 64 : 512, 8, small ? 1 : 4};
     const int64_t gpt_batch = small ? 4 : 32;
-    const StepTimes t = dtype == "bfloat16" ? time_gpt_steps<spsd::bfloat16>(c, gpt_batch, steps)
-                                            : time_gpt_steps<float>(c, gpt_batch, steps);
-    if (rank() == 0)
+    const StepTimes t = dtype == "bfloat16" ? time_gpt_steps<spsd::bfloat16>(c, gpt_batch, o)
+                                            : time_gpt_steps<float>(c, gpt_batch, o);
+    if (rank() == 0 && !o.profile)
       std::printf("| GPT %lld blocks, dim %lld, context %lld | %lld | %.2f | %.2f | %.2f | %.2f | - | %lld copies, %lld B, "
                   "%lld syncs |\n",
                   static_cast<long long>(c.layers), static_cast<long long>(c.dim), static_cast<long long>(c.context),
@@ -229,9 +276,9 @@ int main(int argc, char** argv) {
       mode == "--small" ? std::vector<std::vector<int64_t>>{{32, 64, 10}}
                         : std::vector<std::vector<int64_t>>{{784, 4096, 4096, 10}, {784, 4096, 4096, 4096, 4096, 10}};
   for (const auto& sizes : models) {
-    const StepTimes t = dtype == "bfloat16" ? time_steps<spsd::bfloat16>(sizes, batch, steps)
-                                            : time_steps<float>(sizes, batch, steps);
-    if (rank() == 0)
+    const StepTimes t = dtype == "bfloat16" ? time_steps<spsd::bfloat16>(sizes, batch, o)
+                                            : time_steps<float>(sizes, batch, o);
+    if (rank() == 0 && !o.profile)
       std::printf("| MLP %s | %lld | %.2f | %.2f | %.2f | %.2f | %s | %lld copies, %lld B, %lld syncs |\n",
                   describe(sizes).c_str(), static_cast<long long>(batch), t.step, t.forward, t.backward, t.optimizer,
                   t.hidden < 0 ? "-" : (std::to_string(static_cast<int>(100 * t.hidden)) + "%").c_str(),
@@ -240,4 +287,34 @@ int main(int argc, char** argv) {
                   static_cast<long long>(t.traffic.total.synchronizations));
   }
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Args args;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--quick" || a == "--small") args.mode = a;
+    else if (a == "--gpt") args.gpt = true;
+    else if (a == "--tf32") args.tf32 = true;
+    else if (a == "--profile") args.profile = true;
+    else if (a == "--dtype" && i + 1 < argc) args.dtype = argv[++i];
+    else detail::throw_error("gpu_train", "unknown argument ", a);
+  }
+  SPSD_CHECK(args.dtype == "float32" || args.dtype == "bfloat16", "gpu_train",
+             "--dtype must be float32 or bfloat16, got ", args.dtype);
+  SPSD_CHECK(!(args.tf32 && args.dtype != "float32"), "gpu_train", "--tf32 applies to --dtype float32 only");
+  // The profile is read from the trace: a temporary one (per rank: trace_file()) unless the
+  // caller asked for one, read when the Runtime starts.
+  std::string temporary;
+  if (args.profile && !std::getenv("SPSD_TRACE")) {
+    const std::string name = "spsd-gpu-train-" + std::to_string(getpid()) + ".json";
+    temporary = (std::filesystem::temp_directory_path() / name).string();
+    setenv("SPSD_TRACE", temporary.c_str(), 1);
+  }
+  std::string trace;
+  const int rc = run(argc, argv, args, trace);  // the Runtime writes the trace once more as it ends
+  if (!temporary.empty() && !trace.empty()) std::filesystem::remove(trace);
+  return rc;
 }

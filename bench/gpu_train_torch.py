@@ -13,7 +13,11 @@ line, fused=True. The flags match bench/gpu_train's:
                     model): 4 pre-norm blocks of dim 512, 8 heads, context 256, vocabulary 96,
                     batch 32; nn.Embedding, nn.LayerNorm, bias-free q/k/v nn.Linear,
                     F.scaled_dot_product_attention(is_causal=True), exact nn.GELU, an untied
-                    bias-free head; cross-entropy in float32"""
+                    bias-free head; cross-entropy in float32
+  --profile         instead of the timings, one step (default Adam) after 3 warm-ups under
+                    torch.profiler (CPU and CUDA activities): its key_averages table sorted by
+                    CUDA time (row_limit 25), then the step's kernels by self device time as a
+                    markdown table (the 12 longest), beside bench/gpu_train --profile's per-op table"""
 import contextlib
 import statistics
 import sys
@@ -81,7 +85,8 @@ def gpt_problem(vocab, context, dim, heads, layers, batch):
     return model, ((i * 31 + 7) % vocab).view(batch, context), ((i * 17 + 3) % vocab).view(batch, context)
 
 
-def bench(problem, steps, fused, autocast):
+# A problem's optimizer, its forward (with the loss) and its whole training step.
+def training(problem, fused, autocast):
     torch.manual_seed(0)
     model, x, labels = problem()
     opt = torch.optim.Adam(model.parameters(), lr=1e-3, fused=fused)
@@ -100,6 +105,44 @@ def bench(problem, steps, fused, autocast):
         opt.step()
         return loss.item()
 
+    return opt, forward, step
+
+
+# Device time of an event (torch 2.4 renamed cuda_ to device_; the old name warns).
+def self_device_us(event):
+    return event.self_device_time_total if hasattr(event, "self_device_time_total") else event.self_cuda_time_total
+
+
+def profile(name, problem, autocast):
+    _, _, step = training(problem, False, autocast)
+    for _ in range(3):
+        step()
+    torch.cuda.synchronize()
+    activities = [torch.profiler.ProfilerActivity.CPU, torch.profiler.ProfilerActivity.CUDA]
+    with torch.profiler.profile(activities=activities) as prof:
+        step()
+        torch.cuda.synchronize()
+    averages = prof.key_averages()
+    try:
+        table = averages.table(sort_by="cuda_time_total", row_limit=25)
+    except (AttributeError, KeyError):  # torch without the cuda_ names
+        table = averages.table(sort_by="device_time_total", row_limit=25)
+    print(f"\n{name}: torch.profiler, one step after 3 warm-ups\n{table}")
+    # The kernels themselves (device events), which the rows of aten ops above also count.
+    kernels = [e for e in averages if getattr(e, "device_type", None) == torch.autograd.DeviceType.CUDA]
+    kernels.sort(key=self_device_us, reverse=True)
+    total = sum(self_device_us(e) for e in kernels)
+    print(f"{name}: device time in kernels {total / 1e3:.2f} ms over {sum(e.count for e in kernels)} launches")
+    print(f"| torch kernel, {name} | calls | total ms | % of kernels | mean us |\n|---|--:|--:|--:|--:|")
+    for e in kernels[:12]:
+        us = self_device_us(e)
+        label = e.key if len(e.key) <= 70 else e.key[:67] + "..."
+        print(f"| {label.replace('|', '/')} | {e.count} | {us / 1e3:.3f} | {100 * us / max(total, 1e-9):.1f} | "
+              f"{us / e.count:.1f} |")
+
+
+def bench(problem, steps, fused, autocast):
+    opt, forward, step = training(problem, fused, autocast)
     for _ in range(3):
         step()
     torch.cuda.synchronize()
@@ -138,13 +181,17 @@ def main():
     precision = ("bfloat16 autocast, float32 parameters" if dtype == "bfloat16"
                  else "float32, TF32 matmuls" if tf32 else "float32, TF32 off")
     print(f"PyTorch {torch.__version__} eager on {torch.cuda.get_device_name()}; {precision}, Adam")
-    print(f"| PyTorch eager, {precision} | batch | step ms | forward ms | backward ms | optimizer ms |\n"
-          "|---|---|---|---|---|---|")
     if "--gpt" in args:
         problems = [("GPT 4 blocks, dim 512, context 256", 32, lambda: gpt_problem(96, 256, 512, 8, 4, 32))]
     else:
         problems = [("MLP " + " -> ".join(map(str, sizes)), 1024, lambda sizes=sizes: mlp_problem(sizes, 1024))
                     for sizes in ([784, 4096, 4096, 10], [784, 4096, 4096, 4096, 4096, 10])]
+    if "--profile" in args:
+        for name, batch, problem in problems:
+            profile(f"{name}, batch {batch}", problem, dtype == "bfloat16")
+        return
+    print(f"| PyTorch eager, {precision} | batch | step ms | forward ms | backward ms | optimizer ms |\n"
+          "|---|---|---|---|---|---|")
     for name, batch, problem in problems:
         for fused in (False, True):
             s, f, b, o = bench(problem, steps, fused, dtype == "bfloat16")

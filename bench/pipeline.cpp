@@ -56,7 +56,7 @@
 #include <unistd.h>
 #include <vector>
 
-#include "trace_events.hpp"
+#include "trace_reader.hpp"
 
 namespace {
 
@@ -236,20 +236,12 @@ struct Span {
   double begin, end;
 };
 
-using bench_trace::field;  // bench/trace_events.hpp
-
 // This rank's pipeline actions and its host thread's waits for the communication stream, each
 // in start order.
 void read_trace(const std::string& file, std::vector<Span>& actions, std::vector<Span>& waits) {
-  std::ifstream in(file);
-  if (!in) throw std::runtime_error("bench/pipeline: cannot read the trace file " + file);
-  for (std::string line; std::getline(in, line);) {
-    if (line.find("\"ph\":\"X\"") == std::string::npos) continue;
-    const std::string tid = field(line, "tid"), cat = field(line, "cat");
-    const bool action = tid == "4" && cat == "pipeline", wait = tid == "0" && cat == "wait";
-    if (!action && !wait) continue;
-    const double ts = std::stod(field(line, "ts")), dur = std::stod(field(line, "dur"));
-    (action ? actions : waits).push_back({field(line, "name"), ts, ts + dur});
+  for (const spsd_bench::TraceEvent& e : spsd_bench::read_trace_events(file)) {
+    const bool action = e.lane == 4 && e.cat == "pipeline", wait = e.lane == 0 && e.cat == "wait";
+    if (action || wait) (action ? actions : waits).push_back({e.name, e.begin, e.end});
   }
 }
 

@@ -1,7 +1,8 @@
 #pragma once
 // Reading a rank's SPSD_TRACE file (docs/trace.md) back in a benchmark: the writer puts each
 // event on its own line, so a line is one event and a field is found by its key. Shared by
-// bench/pipeline (the pipeline lane's actions) and bench/train --per-op (each op's boxing).
+// bench/train --per-op (each op's boxing) and bench/trace_reader.hpp (the events that
+// bench/pipeline and bench/gpu_train --profile read).
 #include <cstdint>
 #include <string>
 #include <vector>

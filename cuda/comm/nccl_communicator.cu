@@ -4,12 +4,15 @@
 //
 // A collective is only enqueued: the comm stream waits for the compute stream (an event), runs
 // the NCCL group, and the compute stream waits for it (another event), so kernels launched later
-// read the results, and the host never blocks on NCCL. Each call's completion event is kept
-// until it is seen done. Every later call (and drain(), which the device runtime runs before the
-// host waits on a stream) first checks them: an asynchronous NCCL error, or a collective that has
-// not finished within the timeout of its start, aborts the communicator and raises Error there,
-// naming the collective. Buffers need no extra care: everything that may reuse a buffer runs on
-// the compute stream after the completion event, or on the comm stream after the collective.
+// read the results, and the host never blocks on NCCL. A 16-bit reduction under
+// HalfReduction::kFloat32Wire adds two kernels to that comm-stream work: its input widened into
+// float32 scratch before the group, the float32 result rounded back after it. Each call's
+// completion event is kept until it is seen done. Every later call (and drain(), which the
+// device runtime runs before the host waits on a stream) first checks them: an asynchronous NCCL
+// error, or a collective that has not finished within the timeout of its start, aborts the
+// communicator and raises Error there, naming the collective. Buffers need no extra care:
+// everything that may reuse a buffer runs on the compute stream after the completion event, or
+// on the comm stream after the collective.
 #include "nccl_communicator.hpp"
 
 #include <nccl.h>
@@ -24,6 +27,8 @@
 #include <thread>
 
 #include "event.cuh"
+#include "half_wire.hpp"
+#include "spsd/comm/half_reduction.hpp"
 #include "spsd/comm/traffic.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/core/shape.hpp"
@@ -40,7 +45,8 @@ ncclDataType_t nccl_type(DType t) {
     case DType::kFloat64: return ncclFloat64;
     case DType::kInt32: return ncclInt32;
     case DType::kInt64: return ncclInt64;
-    // Reduced natively (NCCL adds in float and rounds per step of its algorithm: docs/cuda.md).
+    // Reduced natively under HalfReduction::kNative (NCCL adds in float and rounds per step of
+    // its algorithm: docs/cuda.md); kFloat32Wire reduces float32 instead (float32_wire).
     case DType::kBFloat16: return ncclBfloat16;
     case DType::kFloat16: return ncclFloat16;
     case DType::kBool: return ncclUint8;  // one byte; moved, never reduced (Communicator checks)
@@ -63,6 +69,12 @@ const char* at(const void* base, int64_t elems, DType t) { return static_cast<co
 bool uniform(std::span<const int64_t> counts) {
   return std::adjacent_find(counts.begin(), counts.end(), std::not_equal_to<>()) == counts.end();
 }
+
+// Whether a reduction of t goes through float32 (half_reduction.hpp). Communicator counted the
+// call's bytes with the same setting moments before: every rank sets it at one point, after
+// synchronize(), never while a collective runs. A single member takes this path too (NCCL
+// copies), so the conversions run, and are tested, on one GPU.
+bool float32_wire(DType t) { return is_half(t) && reduction_wire_dtype(t) == DType::kFloat32; }
 
 // The bound of one call: when it ends, and the timeout it was computed from (for the message).
 struct Deadline {
@@ -120,9 +132,11 @@ class NcclCommunicator final : public Communicator {
  private:
   void create(Communicator& bootstrap);
   // Orders one operation between the compute and comm streams: `calls` (NCCL calls) run inside
-  // one NCCL group, `after` enqueues further work (device copies) on the comm stream behind them.
+  // one NCCL group, `after` enqueues further work (device copies) on the comm stream behind them,
+  // `before` ahead of the group, once the inputs are written (the float32 wire's widening).
   // Returns once it is enqueued; its completion event joins pending_.
-  void run(const char* op, const std::function<void()>& calls, const std::function<void()>& after = {});
+  void run(const char* op, const std::function<void()>& calls, const std::function<void()>& after = {},
+           const std::function<void()>& before = {});
   // Drops the pending collectives that finished; throws (from inside guarded: the communicator is
   // aborted) on an asynchronous NCCL error, or when the oldest is past its deadline. When `wait`,
   // polls until none is left.
@@ -319,7 +333,8 @@ void* NcclCommunicator::scratch(int64_t bytes, const char* op) {
   return scratch_.get(bytes, op);
 }
 
-void NcclCommunicator::run(const char* op, const std::function<void()>& calls, const std::function<void()>& after) {
+void NcclCommunicator::run(const char* op, const std::function<void()>& calls, const std::function<void()>& after,
+                           const std::function<void()>& before) {
   SPSD_CHECK(comm_ != nullptr, op, where(),
              " cannot be used: its NCCL communicator was aborted after an earlier failure: ", broken_);
   guarded([&] {
@@ -327,6 +342,7 @@ void NcclCommunicator::run(const char* op, const std::function<void()>& calls, c
     settle_pending(op, false);  // an earlier collective's failure surfaces here, at the latest
     const Deadline deadline(*timeout_);
     wait_for_inputs(streams_, before_, op);  // inputs written by earlier kernels on compute
+    if (before) before();
     check(ncclGroupStart(), op, "ncclGroupStart");
     try {
       calls();
@@ -351,8 +367,21 @@ void NcclCommunicator::run(const char* op, const std::function<void()>& calls, c
 }
 
 void NcclCommunicator::do_all_reduce(const void* send, void* recv, int64_t count, DType t, ReduceOp op) {
-  const ncclDataType_t type = nccl_type(t);
   const ncclRedOp_t reduce = nccl_op(op);
+  if (float32_wire(t)) {
+    // In place in float32 scratch: widened before the group, rounded once into recv after it.
+    float* wide = static_cast<float*>(scratch(count * size_of(DType::kFloat32), "all_reduce"));
+    run(
+        "all_reduce",
+        [&] {
+          check(ncclAllReduce(wide, wide, count, ncclFloat32, reduce, comm_, streams_.comm), "all_reduce",
+                "ncclAllReduce");
+        },
+        [&] { narrow_to_halves(wide, t, recv, count, streams_.comm); },
+        [&] { widen_halves(send, t, wide, count, streams_.comm); });
+    return;
+  }
+  const ncclDataType_t type = nccl_type(t);
   run("all_reduce", [&] {
     check(ncclAllReduce(send, recv, count, type, reduce, comm_, streams_.comm), "all_reduce", "ncclAllReduce");
   });
@@ -364,6 +393,30 @@ void NcclCommunicator::do_reduce_scatter(const void* send, void* recv, std::span
   const ncclDataType_t type = nccl_type(t);
   const ncclRedOp_t reduce = nccl_op(op);
   const int64_t mine = counts[rank()], offset = displacements(counts)[rank()];
+  if (float32_wire(t)) {
+    // The whole input widened into float32 scratch, reduced there (NCCL's in-place
+    // reduce-scatter, or the all-reduce of uneven blocks below), our block rounded into recv.
+    const int64_t total = traffic::total(counts);
+    float* wide = static_cast<float*>(scratch(total * size_of(DType::kFloat32), name));
+    const auto widen = [&] { widen_halves(send, t, wide, total, streams_.comm); };
+    const auto narrow = [&] { narrow_to_halves(wide + offset, t, recv, mine, streams_.comm); };
+    if (uniform(counts))
+      run(
+          name,
+          [&] {
+            check(ncclReduceScatter(wide, wide + offset, mine, ncclFloat32, reduce, comm_, streams_.comm), name,
+                  "ncclReduceScatter");
+          },
+          narrow, widen);
+    else
+      run(
+          name,
+          [&] {
+            check(ncclAllReduce(wide, wide, total, ncclFloat32, reduce, comm_, streams_.comm), name, "ncclAllReduce");
+          },
+          narrow, widen);
+    return;
+  }
   if (uniform(counts)) {
     // NCCL's in-place form leaves our block where it was in the input; ours promises it at the
     // start of recv, hence the copy (member 0's block is already there).

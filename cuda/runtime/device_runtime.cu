@@ -147,8 +147,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
       }
       if (!start) return;
       // Timed from when its inputs are ready to the end of everything it enqueued.
-      TraceSpan span{TraceLane::kCudaComm, std::string(name), "instruction"};
-      span.args.push_back({"bytes", bytes});
+      TraceSpan span{TraceLane::kCudaComm, std::string(name), "instruction", {}, {}, {{"bytes", bytes}}};
       trace_->end(std::move(start), streams_.comm, std::move(span));
     };
   }

@@ -185,12 +185,22 @@ void OpenSpan::close() noexcept {
     if (device_start_) {
       TraceSpan on_device = *span_;  // its times come from the device's events
       on_device.lane = TraceLane::kCudaCompute;
+      // The host span's start, which ties the device work to its op and to the phase (backward,
+      // an optimizer step) that ran it: device times lag the host's.
+      on_device.args.emplace_back(
+          "host_ts", std::chrono::duration<double, std::micro>(span_->begin.time_since_epoch()).count());
       device_->end_compute_span(std::move(device_start_), std::move(on_device));
     }
     recorder_->record(std::move(*span_));
   } catch (...) {  // out of memory or a failed event: the trace loses a span, the program goes on
   }
   span_.reset();
+}
+
+OpenSpan local_op_span(std::string_view name, bool on_device, int64_t elements) {
+  if (!tls_trace_recorder) return {};
+  TraceSpan span{current_lane(), std::string(name), "op", TraceClock::now(), {}, {{"elements", elements}}};
+  return OpenSpan(*tls_trace_recorder, std::move(span), on_device ? &device_runtime(name) : nullptr);
 }
 
 namespace {

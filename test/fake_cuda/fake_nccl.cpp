@@ -26,7 +26,8 @@
 //   (reductions here run in member order, exactly), errors raised while work runs.
 //
 // fake_nccl_force_state (fake_control.hpp) lets the test make every communicator hang or report an
-// asynchronous error, to exercise the timeout and abort paths.
+// asynchronous error, to exercise the timeout and abort paths; fake_nccl_take_calls says what a
+// thread posted (the dtype a 16-bit reduction went to NCCL in, HalfReduction).
 #include <nccl.h>
 #include <unistd.h>
 
@@ -96,6 +97,7 @@ thread_local cudaStream_t pending_stream = nullptr;
 thread_local int group_ends = 0;
 thread_local ncclResult_t group_error = ncclSuccess;  // the first refused call of the open group
 thread_local std::string last_error;
+thread_local std::vector<FakeNcclCall> posted_calls;  // fake_nccl_take_calls
 
 [[noreturn]] void die(const std::string& what) {
   std::fprintf(stderr, "FAKE NCCL: %s\n", what.c_str());
@@ -266,6 +268,7 @@ ncclResult_t post(Op o, ncclComm_t handle, cudaStream_t stream) {
   pending_comm = c;
   pending_stream = stream;
   pending.push_back(o);
+  posted_calls.push_back({kKindNames[o.kind], o.type, o.count});
   return ncclSuccess;
 }
 
@@ -273,6 +276,7 @@ ncclResult_t post(Op o, ncclComm_t handle, cudaStream_t stream) {
 
 void fake_nccl_force_state(ncclResult_t state) { forced_state = state; }
 int fake_nccl_aborts() { return aborts; }
+std::vector<FakeNcclCall> fake_nccl_take_calls() { return std::exchange(posted_calls, {}); }
 
 extern "C" {
 

@@ -8,6 +8,12 @@
 //   (c) under mpirun with several ranks: host-staged over MPI where ranks share a GPU, else NCCL.
 // Inputs are small integers, exact in every dtype (bfloat16 and float16 included, sums of up to
 // 4 ranks too), so sums agree whatever order NCCL reduces in.
+//   (e) NCCL's 16-bit reductions under each HalfReduction (comm/half_reduction.hpp), on (b), (a')
+//       with 3 members, and (c) where it is NCCL: the bfloat16 and float16 cases above against the
+//       host communicator under the same setting, then sums whose result depends on where they
+//       are rounded (half_sums), with the bytes counted. On one GPU only NCCL's single member
+//       runs (its widening and rounding kernels, a float32 NCCL call); the values that tell the
+//       settings apart need 3 or 4 members on their own GPUs (or the fake devices).
 //
 // Fake device (SPSD_FAKE_CUDA=1 at compile time: test/fake_cuda/meson.build, tests fake-cuda-comm*):
 // the same program linked against fake libcudart/libnccl that run on the CPU (test/fake_cuda/), so
@@ -26,6 +32,7 @@
 #endif
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <functional>
@@ -33,13 +40,16 @@
 #include <memory>
 #include <mutex>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 // Only the communicator and runtime headers (not spsd/spsd.hpp): the fake-device build links no kernels.
 #include <spsd/comm/communicator.hpp>
+#include <spsd/comm/half_reduction.hpp>
 #include <spsd/comm/stats.hpp>
+#include <spsd/comm/traffic.hpp>
 #include <spsd/core/dtype.hpp>
 #include <spsd/core/error.hpp>
 #include <spsd/core/shape.hpp>
@@ -263,8 +273,9 @@ void collectives(Tester& t, int64_t n, int64_t me) {
 // (made by `make` over world_ranks), the reference host communicator, and all dtypes.
 using Make = std::function<std::unique_ptr<Communicator>(spsd::CommStats*, const spsd::detail::DeviceStreams&)>;
 
+// halves_only: the bfloat16 and float16 cases alone ((e): the other dtypes ignore HalfReduction).
 Tally run_group(const std::string& label, int device, const std::vector<int64_t>& world_ranks, int64_t me,
-                const Make& make) {
+                const Make& make, bool halves_only = false) {
   check_cuda(cudaSetDevice(device), kOp, concat("cudaSetDevice(", device, ")"));
   spsd::detail::Stream compute(kOp), comm(kOp);
   const spsd::detail::DeviceStreams streams{device, compute.get(), comm.get()};
@@ -274,11 +285,14 @@ Tally run_group(const std::string& label, int device, const std::vector<int64_t>
       spsd::detail::context(kOp).backend->create(world_ranks, me, &reference_stats);
   Tester t(*under_test, *reference, compute.get(), label);
   const int64_t n = static_cast<int64_t>(world_ranks.size());
-  collectives<float>(t, n, me);
-  collectives<double>(t, n, me);
-  collectives<int32_t>(t, n, me);
-  collectives<int64_t>(t, n, me);
-  // NCCL reduces these natively (the fake: in float, rounded once per combine).
+  if (!halves_only) {
+    collectives<float>(t, n, me);
+    collectives<double>(t, n, me);
+    collectives<int32_t>(t, n, me);
+    collectives<int64_t>(t, n, me);
+  }
+  // NCCL reduces these natively (the fake: in float, rounded once per combine), or in float32
+  // under HalfReduction::kFloat32Wire.
   collectives<spsd::bfloat16>(t, n, me);
   collectives<spsd::float16>(t, n, me);
   t.check_stats(device_stats, reference_stats);
@@ -302,6 +316,114 @@ std::vector<int64_t> iota(int64_t n) {
   std::iota(r.begin(), r.end(), int64_t{0});
   return r;
 }
+
+// (e) 16-bit sums whose value depends on where they are rounded, on one member of an NCCL
+// communicator of n under the current HalfReduction. Member 0 holds s * eps / 4, member 1
+// s * (1 + eps), the others s (eps: the type's spacing at 1, 2^-7 for bfloat16, 2^-10 for
+// float16; s = 2^(i % 5 - 2) for element i). The float32 sum rounded once (kFloat32Wire) is
+// s * (n - 1 + 2 eps) on 3 or 4 members; 16-bit adds (NCCL's kNative) give s * (n - 1) in every
+// order and grouping: the small value vanishes in each add, and the last one is a tie that rounds
+// to even. With fewer members both give the one rounding of the sum (then only the dtype NCCL got
+// and the bytes tell the settings apart); with more, the native value is not checked.
+template <class T>
+Tally half_sums(const std::string& label, int device, int64_t n, int64_t me, const Make& make) {
+  constexpr DType dt = spsd::dtype_of<T>;
+  const bool wire = spsd::half_reduction() == spsd::HalfReduction::kFloat32Wire;
+  const float eps = std::ldexp(1.0f, std::is_same_v<T, spsd::bfloat16> ? -7 : -10);
+  check_cuda(cudaSetDevice(device), kOp, concat("cudaSetDevice(", device, ")"));
+  spsd::detail::Stream compute(kOp), comm(kOp);
+  spsd::CommStats stats;
+  std::unique_ptr<Communicator> c = make(&stats, {device, compute.get(), comm.get()});
+  const auto scale = [](int64_t i) { return std::ldexp(1.0f, static_cast<int>(i % 5) - 2); };
+  const auto input = [&](int64_t m, int64_t i) { return T((m == 0 ? eps / 4 : m == 1 ? 1 + eps : 1.0f) * scale(i)); };
+  const auto expected = [&](int64_t i) -> std::optional<T> {
+    float sum = 0;
+    for (int64_t m = 0; m < n; ++m) sum += static_cast<float>(input(m, i));  // exact: few bits
+    if (wire || n < 3) return T(sum);
+    if (n <= 4) return T(static_cast<float>(n - 1) * scale(i));
+    return std::nullopt;
+  };
+  Tally t;
+  const std::string where = concat(label, " rank ", me, " (", dt, ", ", spsd::half_reduction(), "): ");
+  // One call on fresh buffers: input elements [0, in_count) of this member, result elements
+  // [offset, offset + out_count) of the sum, expected bytes elems.
+  const auto check = [&](const std::string& what, int64_t in_count, int64_t offset, int64_t out_count, bool in_place,
+                         spsd::traffic::Traffic elems, const std::function<void(void*, void*)>& call) {
+    std::vector<T> in(in_count);
+    for (int64_t i = 0; i < in_count; ++i) in[i] = input(me, i);
+    DeviceArray<T> send(in, compute.get()), recv(std::vector<T>(out_count), compute.get());
+#if SPSD_FAKE_CUDA
+    (void)fake_nccl_take_calls();  // this call's alone below
+    (void)fake_half_wire_take();
+#endif
+    const spsd::CommStats before = stats;
+    call(send.get(), in_place ? send.get() : recv.get());
+    const std::vector<T> got = (in_place ? send : recv).read(compute.get());
+    ++t.checks;
+    for (int64_t k = 0; k < out_count; ++k) {
+      const std::optional<T> want = expected(offset + k);
+      if (!want || got[k].bits == want->bits) continue;
+      ++t.wrong_data;
+      t.fail(concat(where, what, ": element ", offset + k, " is ", static_cast<float>(got[k]), ", expected ",
+                    static_cast<float>(*want)));
+      break;
+    }
+    ++t.checks;
+    const int64_t size = wire ? 4 : 2;  // what goes on the wire, as the host backends count it
+    if (stats.bytes_sent - before.bytes_sent != elems.sent * size ||
+        stats.bytes_received - before.bytes_received != elems.received * size)
+      t.fail(concat(where, what, ": counted ", stats.bytes_sent - before.bytes_sent, " B sent, ",
+                    stats.bytes_received - before.bytes_received, " B received; expected ", elems.sent * size, " and ",
+                    elems.received * size));
+#if SPSD_FAKE_CUDA
+    // The fake records what NCCL was asked to reduce, and the conversions around it.
+    ++t.checks;
+    const ncclDataType_t type = wire ? ncclFloat32 : dt == DType::kBFloat16 ? ncclBfloat16 : ncclFloat16;
+    const std::vector<FakeNcclCall> calls = fake_nccl_take_calls();
+    const FakeHalfWire converted = fake_half_wire_take();
+    for (const FakeNcclCall& posted : calls)
+      if (posted.type != type)
+        t.fail(concat(where, what, ": NCCL ", posted.kind, " of NCCL dtype ", posted.type, ", expected ", type));
+    if (calls.empty()) t.fail(concat(where, what, ": no NCCL call"));
+    if (converted.widened != (wire ? 1 : 0) || converted.narrowed != (wire ? 1 : 0))
+      t.fail(concat(where, what, ": ", converted.widened, " widenings and ", converted.narrowed, " roundings, expected ",
+                    wire ? 1 : 0, " each"));
+#endif
+  };
+  const int64_t count = 1000, block = 257;
+  check("all_reduce", count, 0, count, false, spsd::traffic::all_reduce(count, n, me),
+        [&](void* s, void* r) { c->all_reduce(s, r, count, dt, ReduceOp::kSum); });
+  check("all_reduce in place", count, 0, count, true, spsd::traffic::all_reduce(count, n, me),
+        [&](void* s, void* r) { c->all_reduce(s, r, count, dt, ReduceOp::kSum); });
+  const std::vector<int64_t> blocks(n, block);
+  check("reduce_scatter", n * block, me * block, block, false, spsd::traffic::reduce_scatter(blocks, me),
+        [&](void* s, void* r) { c->reduce_scatter(s, r, block, dt, ReduceOp::kSum); });
+  check("reduce_scatter in place", n * block, me * block, block, true, spsd::traffic::reduce_scatter(blocks, me),
+        [&](void* s, void* r) { c->reduce_scatter(s, r, block, dt, ReduceOp::kSum); });
+  std::vector<int64_t> uneven(n);
+  for (int64_t k = 0; k < n; ++k) uneven[k] = k % 3 == 1 ? 0 : 2 + 3 * k;
+  check("reduce_scatter_v", spsd::traffic::total(uneven), spsd::displacements(uneven)[me], uneven[me], false,
+        spsd::traffic::reduce_scatter(uneven, me),
+        [&](void* s, void* r) { c->reduce_scatter_v(s, r, uneven, dt, ReduceOp::kSum); });
+  c->drain();
+  return t;
+}
+
+// (e) on one member: the 16-bit collective cases against the host communicator, then half_sums.
+Tally half_group(const std::string& label, int device, const std::vector<int64_t>& world_ranks, int64_t me,
+                 const Make& make) {
+  Tally t = run_group(label, device, world_ranks, me, make, true);
+  const int64_t n = static_cast<int64_t>(world_ranks.size());
+  t.add(half_sums<spsd::bfloat16>(label, device, n, me, make));
+  t.add(half_sums<spsd::float16>(label, device, n, me, make));
+  return t;
+}
+
+// The process-wide setting for a scope, set before any simulate() (its ranks share it).
+struct HalfReductionScope {
+  explicit HalfReductionScope(spsd::HalfReduction mode) { spsd::set_half_reduction(mode); }
+  ~HalfReductionScope() { spsd::set_half_reduction(spsd::HalfReduction::kNative); }
+};
 
 // Prints the group's line and its first failures; an exception counts as a failure.
 void report(const std::string& label, Tally& total, const std::function<Tally()>& body) {
@@ -514,10 +636,10 @@ int main(int argc, char** argv) {
   });
 
   // (c) All processes: NCCL where each drives its own GPU, else host-staged over MPI.
+  spsd::CommStats scratch;
+  std::unique_ptr<Communicator> bootstrap;
+  bool share = true;
   if (world > 1) {
-    spsd::CommStats scratch;
-    std::unique_ptr<Communicator> bootstrap;
-    bool share = false;
     report(concat("ranks_share_a_gpu, ", world, " processes"), total, [&] {
       bootstrap = spsd::detail::context(kOp).backend->create(iota(world), rank, &scratch);
       share = spsd::detail::ranks_share_a_gpu(*bootstrap, device);
@@ -534,6 +656,45 @@ int main(int argc, char** argv) {
                          : nccl(iota(world), rank, stats, streams, *bootstrap);
           });
     });
+  }
+
+  // (e) NCCL's 16-bit reductions under each setting: alone, over 3 fake devices, over processes.
+  for (spsd::HalfReduction mode : {spsd::HalfReduction::kFloat32Wire, spsd::HalfReduction::kNative}) {
+    const HalfReductionScope setting(mode);
+    const std::string m(spsd::to_string(mode));
+    report(concat("nccl ", m, ", world rank ", rank, " alone"), total, [&] {
+      spsd::CommStats s;
+      auto alone = spsd::detail::context(kOp).backend->create({rank}, 0, &s);
+      return half_group(concat("nccl ", m, " {", rank, "}"), device, {rank}, 0,
+                        [&](spsd::CommStats* stats, const auto& streams) { return nccl({rank}, 0, stats, streams, *alone); });
+    });
+    if (kFakeDevice && devices >= 2) {
+      const int n = std::min(devices, 3);
+      const std::string label = concat("nccl ", m, ", simulate ", n, " ranks");
+      report(label, total, [&] {
+        std::mutex mutex;
+        Tally all;
+        spsd::simulate(n, [&] {
+          const int64_t me = spsd::rank();
+          spsd::CommStats s;
+          auto members = spsd::detail::context(kOp).backend->create(iota(n), me, &s);
+          Tally mine = half_group(label, static_cast<int>(me), iota(n), me, [&](spsd::CommStats* stats, const auto& streams) {
+            return nccl(iota(n), me, stats, streams, *members);
+          });
+          std::lock_guard lock(mutex);
+          all.add(mine);
+        });
+        return all;
+      });
+    }
+    if (world > 1 && !share) {
+      const std::string label = concat("nccl ", m, ", ", world, " processes");
+      report(label, total, [&] {
+        return half_group(label, device, iota(world), rank, [&](spsd::CommStats* stats, const auto& streams) {
+          return nccl(iota(world), rank, stats, streams, *bootstrap);
+        });
+      });
+    }
   }
 
 #if SPSD_FAKE_CUDA

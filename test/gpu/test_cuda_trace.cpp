@@ -1,11 +1,14 @@
 // gpu-trace: SPSD_TRACE on a cuda placement puts each op's device work on the "cuda compute
 // stream" lane (tid 2), timed with CUDA events and mapped onto the host clock: a matmul's
-// device span must exist, last longer than nothing, and fall inside the host's view of the run.
+// device span must exist, last longer than nothing, fall inside the host's view of the run, and
+// name its host span's start (args.host_ts, which bench/gpu_train --profile places in phases by);
+// an Adam step's fused update (no dispatched op) has its own span there too (adam_step).
 // And a queued device boxing (to_global of a 1 MiB P(sum) tensor to B on 2 simulated ranks,
 // host-staged) appears on the "cuda communication stream" lane (tid 3) with its bytes.
 // Exits 77 (meson: SKIP) only where the machine has no CUDA device. Written without a GPU at hand
 // (docs/trace.md says what ran where).
 #include <atomic>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -47,8 +50,30 @@ int main(int argc, char** argv) {
                 host_ts);
     return 1;
   }
+  if (!(*device)["args"].contains("host_ts") || std::abs(static_cast<double>((*device)["args"]["host_ts"]) - host_ts) > 0.01) {
+    std::printf("FAIL: the device span's host_ts is %s, the host span starts at %.3f us\n",
+                (*device)["args"].value("host_ts", nlohmann::json()).dump().c_str(), host_ts);
+    return 1;
+  }
   std::printf("OK: matmul host %.3f us, device %.3f us (starting %.3f us after the host's)\n",
               static_cast<double>((*host)["dur"]), device_dur, device_ts - host_ts);
+
+  auto w = ones<float>(Shape{256, 256}, p, NdSbp{sbp::broadcast});
+  w.requires_grad_();
+  Adam<float> adam({w}, AdamOptions{});
+  backward(sum(matmul(ones<float>(Shape{8, 256}, p, NdSbp{sbp::broadcast}), w)));
+  adam.step();
+  (void)w.to_local().to_vector();
+  flush_trace();
+  std::ifstream again(trace_file());
+  int updates = 0;
+  for (const auto& e : nlohmann::json::parse(again)["traceEvents"])
+    updates += e["ph"] == "X" && e["name"] == "adam_step" && e["tid"] == 2 && e["dur"] >= 0;
+  if (updates != 1) {
+    std::printf("FAIL: %d adam_step spans on the cuda compute stream lane, expected 1\n", updates);
+    return 1;
+  }
+  std::puts("OK: the Adam update is on the cuda compute stream lane");
 
   std::atomic<int> failures{0};
   simulate(2, [&] {

@@ -264,13 +264,16 @@ class Optimizer : public OptimizerBase {
   // elements each, the same layout) after noting the update for the cross-rank check; nothing
   // on a rank outside the parameter's placement. The pointers come through the storages'
   // accessors, so the kernel runs after the communication still reading or writing them.
+  // `name` names the update in the trace (no op is dispatched: a span of its own).
   template <class Update>
   void update_locally(size_t i, const GlobalTensor<T>& g, const std::shared_ptr<const detail::OpIdentity>& identity,
-                      const detail::ScalarOperand* scalar, Update&& update) {
+                      const detail::ScalarOperand* scalar, std::string_view name, Update&& update) {
     GlobalTensor<T>& p = params_[i];
     if (!p.placement().contains(rank())) return;
     detail::note_op(p.placement().ranks(), identity, scalar);
     Tensor<T> p_local = p.to_local();  // shares the parameter's storage
+    const detail::OpenSpan span =
+        detail::local_op_span(name, p.placement().device_type() == DeviceType::kCUDA, p_local.numel());
     update(kernel::Target::of(p.placement().device_type()), p_local.data(), g.to_local().data(), p_local.numel());
     p_local.storage()->bump_version();  // a graph recorded before the step must not use the new values
   }
@@ -340,7 +343,7 @@ class SGD : public Optimizer<T> {
       // A fresh buffer is zero: the first step makes it the gradient, exactly.
       if (args.has_momentum && !momentum_[i]) momentum_[i] = this->zeros_like(i);
       T* buf = args.has_momentum ? this->local_data(*momentum_[i]) : nullptr;
-      this->update_locally(i, *g, identities_[i], &step_size,
+      this->update_locally(i, *g, identities_[i], &step_size, "sgd_step",
                            [&](const kernel::Target& t, T* p, const T* gd, int64_t n) {
                              kernel::sgd_step(t, p, gd, buf, n, args);
                            });
@@ -413,9 +416,10 @@ class Adam : public Optimizer<T> {
       if (!m_[i]) m_[i] = this->zeros_like(i), v_[i] = this->zeros_like(i);
       T* m = this->local_data(*m_[i]);
       T* v = this->local_data(*v_[i]);
-      this->update_locally(i, *g, identities_[i], &operand, [&](const kernel::Target& t, T* p, const T* gd, int64_t n) {
-        kernel::adam_step(t, p, gd, m, v, n, args);
-      });
+      this->update_locally(i, *g, identities_[i], &operand, "adam_step",
+                           [&](const kernel::Target& t, T* p, const T* gd, int64_t n) {
+                             kernel::adam_step(t, p, gd, m, v, n, args);
+                           });
     }
   }
 

@@ -118,17 +118,21 @@ class OpenSpan {
 // category "phase", around the ops it runs; empty when tracing is off.
 inline OpenSpan phase_span(std::string_view name) {
   if (!tls_trace_recorder) return {};
-  TraceSpan span{current_lane(), std::string(name), "phase"};
-  span.begin = TraceClock::now();
+  TraceSpan span{current_lane(), std::string(name), "phase", TraceClock::now(), {}, {}};
   return OpenSpan(*tls_trace_recorder, std::move(span));
 }
+
+// A span of local work that no dispatched op covers (an optimizer's fused update of one
+// parameter's piece): category "op" on the calling thread's lane with its element count, and on
+// a cuda device (on_device) timed on the compute stream too (lane kCudaCompute), like an op's.
+// Empty when tracing is off.
+OpenSpan local_op_span(std::string_view name, bool on_device, int64_t elements);
 
 // A span of a pipeline action ("F3@stage1") on the pipeline lane, category "pipeline"; empty when
 // tracing is off.
 inline OpenSpan pipeline_span(std::string name) {
   if (!tls_trace_recorder) return {};
-  TraceSpan span{TraceLane::kPipeline, std::move(name), "pipeline"};
-  span.begin = TraceClock::now();
+  TraceSpan span{TraceLane::kPipeline, std::move(name), "pipeline", TraceClock::now(), {}, {}};
   return OpenSpan(*tls_trace_recorder, std::move(span));
 }
 
