@@ -67,6 +67,7 @@
 #include <thread>
 #include <vector>
 
+#include "machine.hpp"
 #include "train/fashion_mnist.hpp"
 #include "train/mlp.hpp"
 
@@ -107,17 +108,8 @@ std::vector<int64_t> parse_list(const std::string& s) {
   return out;
 }
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v ? v : fallback;
-}
-
-std::string load_average() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
+using bench_machine::env_or;
+using bench_machine::load_average;
 
 volatile float sink = 0;
 

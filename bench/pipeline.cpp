@@ -56,6 +56,7 @@
 #include <unistd.h>
 #include <vector>
 
+#include "machine.hpp"
 #include "trace_reader.hpp"
 
 namespace {
@@ -204,17 +205,8 @@ GlobalTensor<int64_t> labels(int64_t rows, const spsd::Placement& placement) {
   return spsd::from_host(spsd::Tensor<int64_t>::from_vector({rows}, y), placement, replicated());
 }
 
-std::string env_or(const char* name, const char* fallback) {
-  const char* v = std::getenv(name);
-  return v ? v : fallback;
-}
-
-std::string load_average() {
-  std::ifstream f("/proc/loadavg");
-  std::string a, b, c;
-  f >> a >> b >> c;
-  return a + " " + b + " " + c;
-}
+using bench_machine::env_or;
+using bench_machine::load_average;
 
 // One (schedule, m): what its measured steps recorded as they ran, then what the trace holds.
 struct Config {
