@@ -27,8 +27,9 @@
 // besides its own exchange (measured alone too) it costs whatever the ranks drifted apart
 // since the last one, which on a busy or oversubscribed machine (MPI waits yield the core)
 // is most of it; the barrier time printed with the table shows what a rendezvous costs there.
-// Last, relu on a P(sum) input, whose signature needs boxing (a reduce-scatter to S(0) on
-// several ranks): the total time of such an op.
+// Then relu on a P(sum) input, whose signature needs boxing (a reduce-scatter to S(0) on
+// several ranks): the total time of such an op. Last, a compiled step (spsd::compile) of 64 such
+// ops in a chain, eager and replayed: the host time per op a replay leaves over the kernel.
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -284,6 +285,30 @@ int main(int argc, char** argv) {
                 bare < 0 ? "n/a (16 % ranks != 0)" : std::to_string(bare).c_str());
     std::printf("  %-8s %5s %18.3f %18.3f %26s   (thread CPU time)\n", "", "", on_cpu, off_cpu,
                 bare < 0 ? "n/a" : std::to_string(bare_cpu).c_str());
+  }
+
+  // 4. A compiled step (docs/compile.md): a chain of 64 ops, add and matmul in turn, on the same
+  // tensors, eager and replayed; per op, beside the local kernels' mean (the baseline above).
+  constexpr int kChain = 64;
+  auto chain = [&](const GlobalTensor<float>& x) {
+    GlobalTensor<float> y = x;
+    for (int k = 0; k < kChain; ++k) y = k % 2 ? add(y, b) : matmul(y, w);
+    return y;
+  };
+  auto replayed = spsd::compile(chain, {.search_layouts = false});
+  const double eager_chain = time_per_call([&] { sink = sink + chain(a).to_local().data()[0]; }, std::max<int64_t>(calls / kChain, 1));
+  const double eager_chain_cpu = last_cpu;
+  const double replay_chain = time_per_call([&] { sink = sink + replayed(a).to_local().data()[0]; }, std::max<int64_t>(calls / kChain, 1));
+  const double replay_chain_cpu = last_cpu;
+  if (rank() == 0) {
+    const double kernel = (local[0] + local[1]) / 2, kernel_cpu = (local_cpu[0] + local_cpu[1]) / 2;
+    std::printf("\ncompiled step: a chain of %d ops (add, matmul in turn), per op; over the kernel = per op - local op\n"
+                "  %-10s %5s %12s %16s\n", kChain, "", "ranks", "us per op", "over the kernel");
+    std::printf("  %-10s %5d %12.3f %16.3f\n  %-10s %5d %12.3f %16.3f\n", "eager", world, eager_chain / kChain,
+                eager_chain / kChain - kernel, "replay", world, replay_chain / kChain, replay_chain / kChain - kernel);
+    std::printf("  thread CPU time: eager %.3f (%.3f over), replay %.3f (%.3f over), local op %.3f\n",
+                eager_chain_cpu / kChain, eager_chain_cpu / kChain - kernel_cpu, replay_chain_cpu / kChain,
+                replay_chain_cpu / kChain - kernel_cpu, kernel_cpu);
   }
   return 0;
 }

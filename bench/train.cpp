@@ -37,6 +37,12 @@
 // The measured figure includes what the minimum leaves out (e.g. boxings the resolver picks
 // around the attention op), so a ratio above 1 shows where a mode pays more than its scheme.
 //
+//   tools/mpirun -np 4 build/bench/train --gpt-only [--compile | --explain]
+//
+// --compile adds, per mode, the step through spsd::compile twice: replaying eager's layouts, and
+// with the layouts searched for the whole step (docs/compile.md); --explain also prints the
+// searched step's explain() on stderr.
+//
 //   tools/mpirun -np 4 build/bench/train --gpt-only --per-op [--modes tensor,2d] [--variant fc1-b]
 //
 // --per-op prints, instead of the tables, one GPT step of each mode op by op (after warm-up, read
@@ -151,7 +157,13 @@ std::pair<double, double> parameter_counts(const std::vector<GlobalTensor<float>
   return {params, split_params};
 }
 
-void gpt_table(int64_t steps) {
+// --compile: each mode's step also through spsd::compile, replaying eager's layouts and the
+// searched ones (docs/compile.md); --explain: the searched step's explain() too (rank 0, stderr).
+struct GptCompile {
+  bool rows = false, explain = false;
+};
+
+void gpt_table(int64_t steps, GptCompile compiled) {
   const int n = world_size();
   const examples::Corpus corpus = gpt_corpus();
   const examples::GptConfig c = gpt_config(corpus);
@@ -176,16 +188,26 @@ void gpt_table(int64_t steps) {
     const auto [params, split_params] = parameter_counts(model.parameters());
     const auto x = from_host(b.inputs, placement, nn::input_layout(plan)),
                y = from_host(b.targets, placement, nn::input_layout(plan));
-    const auto [median, bytes] = measure(steps, [&] {
+    auto step = [&](const GlobalTensor<int64_t>& tokens, const GlobalTensor<int64_t>& targets) {
       adam.zero_grad();
-      backward(cross_entropy(model.forward<float>(x), y));
+      backward(cross_entropy(model.forward<float>(tokens), targets));
       adam.step();
-    });
+    };
     const double minimum = gpt_minimum_bytes(mode, n, c, batch, params, split_params);
-    if (rank() == 0)
-      std::printf("| %s | %.1f | %.0f | %lld | %.0f | %s |\n", mode.c_str(), median * 1e3,
-                  static_cast<double>(batch * c.context) / median, static_cast<long long>(bytes), minimum,
-                  ratio_text(static_cast<double>(bytes), minimum).c_str());
+    auto row = [&](const std::string& name, std::pair<double, int64_t> figures) {
+      const auto [median, bytes] = figures;
+      if (rank() == 0)
+        std::printf("| %s | %.1f | %.0f | %lld | %.0f | %s |\n", name.c_str(), median * 1e3,
+                    static_cast<double>(batch * c.context) / median, static_cast<long long>(bytes), minimum,
+                    ratio_text(static_cast<double>(bytes), minimum).c_str());
+    };
+    row(mode, measure(steps, [&] { step(x, y); }));
+    if (!compiled.rows) continue;
+    auto replayed = spsd::compile(step, {.search_layouts = false});
+    row(mode + " compiled", measure(steps, [&] { replayed(x, y); }));
+    auto searched = spsd::compile(step);
+    row(mode + " compiled, searched", measure(steps, [&] { searched(x, y); }));
+    if (compiled.explain && rank() == 0) std::fprintf(stderr, "%s\n", searched.explain().c_str());
   }
 }
 
@@ -668,6 +690,7 @@ void table(const std::string& mode, const std::string& variant) {
 int run(int argc, char** argv) {
   int64_t hidden = 1024, batch = 128, steps = 10;
   bool gpt_only = false, by_op = false;
+  GptCompile compiled;
   std::vector<std::string> modes{"tensor", "2d"};
   std::string variant;
   for (int i = 1; i < argc; ++i) {
@@ -678,6 +701,11 @@ int run(int argc, char** argv) {
     }
     if (a == "--per-op") {
       by_op = true;
+      continue;
+    }
+    if (a == "--compile" || a == "--explain") {
+      compiled.rows = true;
+      compiled.explain = compiled.explain || a == "--explain";
       continue;
     }
     SPSD_CHECK(i + 1 < argc, "bench/train", "option ", a, " needs a value");
@@ -710,7 +738,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (gpt_only) {
-    gpt_table(steps);
+    gpt_table(steps, compiled);
     return 0;
   }
   const examples::Dataset data = examples::generated_dataset(batch, 1);  // values do not change the time
@@ -741,7 +769,7 @@ int run(int argc, char** argv) {
       std::printf("| %s | %.2f | %.0f | %lld | %.0f | %s |\n", mode.c_str(), median * 1e3, batch / median,
                   static_cast<long long>(bytes), minimum, ratio_text(static_cast<double>(bytes), minimum).c_str());
   }
-  gpt_table(steps);
+  gpt_table(steps, compiled);
   return 0;
 }
 

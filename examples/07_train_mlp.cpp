@@ -12,7 +12,8 @@
 // in float32, so gradients flow back through the casts into float32 and Adam steps the masters.
 // float16 adds a GradScaler (loss scaling; a step with inf/NaN gradients is skipped).
 // Options: --epochs N (3), --batch N (100), --hidden N (1024), --lr X (1e-3), --seed N (1),
-// --train-limit N (all), --test-limit N (all), --csv FILE (loss per step), --data DIR,
+// --train-limit N (all), --test-limit N (all), --csv FILE (loss per step), --compile 0|1 (1: the
+// step captured once and replayed, docs/compile.md), --data DIR,
 // --steps N (stop after N steps in all), --save DIR (checkpoint at the end: parameters, Adam's
 // state, the step), --resume DIR (continue from such a checkpoint, on any number of ranks and
 // with any --parallel: the loss curve of a run that never stopped, bit for bit on the same ranks
@@ -44,6 +45,7 @@ struct Options {
   int64_t epochs = 3, batch = 100, hidden = 1024, train_limit = -1, test_limit = -1, max_steps = -1;
   uint64_t seed = 1;
   double lr = 1e-3;
+  bool compile = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -67,10 +69,13 @@ Options parse(int argc, char** argv) {
     else if (a == "--test-limit") o.test_limit = std::stoll(v);
     else if (a == "--seed") o.seed = std::stoull(v);
     else if (a == "--lr") o.lr = std::stod(v);
+    else if (a == "--compile") o.compile = v != "0";
     else SPSD_CHECK(false, "07_train_mlp", "unknown option ", a);
   }
   o.device = examples::checked_device("07_train_mlp", o.device);
   examples::check_dtype("07_train_mlp", o.dtype);
+  SPSD_CHECK(!o.compile || o.dtype != "float16", "07_train_mlp", "--compile 1 takes float32 or bfloat16 (float16's "
+             "loss scale changes between steps; docs/compile.md)");
   return o;
 }
 
@@ -146,6 +151,17 @@ int main(int argc, char** argv) {
   std::iota(order.begin(), order.end(), 0);
   const int64_t steps = train.size() / o.batch;  // full batches only: one shape, cached plans
   const int64_t last = o.max_steps >= 0 ? std::min(o.epochs * steps, o.max_steps) : o.epochs * steps;
+  // --compile 1: the step captured once and replayed (docs/compile.md); the images come in as an
+  // argument (float32, cast to --dtype inside), as everything a replay must read anew.
+  auto compiled_step = spsd::compile([&](const GlobalTensor<float>& images, const GlobalTensor<int64_t>& labels) {
+    const GlobalTensor<float> loss = cross_entropy(examples::with_compute_type(o.dtype, [&]<FloatingElement C>() {
+      return cast<float>(model(cast<C>(images)));
+    }), labels);
+    optimizer.zero_grad();
+    backward(loss);
+    optimizer.step();
+    return loss;
+  });
   const auto start = std::chrono::steady_clock::now();
   for (int64_t epoch = 1; epoch <= o.epochs && first + static_cast<int64_t>(curve.size()) < last; ++epoch) {
     std::shuffle(order.begin(), order.end(), shuffle);  // replayed for resumed epochs: the same batches
@@ -157,16 +173,21 @@ int main(int argc, char** argv) {
       if (step < first) continue;
       if (step >= last) break;
       const std::vector<int64_t> rows(order.begin() + s * o.batch, order.begin() + (s + 1) * o.batch);
-      GlobalTensor<float> loss =
-          cross_entropy(logits(o.dtype, model, train, rows, batch), examples::label_batch(train, rows, placement, batch));
-      optimizer.zero_grad();
-      if (o.dtype == "float16") {
-        backward(scaler.scale(loss));
-        skipped += !scaler.step(optimizer);
-        scaler.update();
+      const GlobalTensor<int64_t> labels = examples::label_batch(train, rows, placement, batch);
+      GlobalTensor<float> loss;
+      if (o.compile) {
+        loss = compiled_step(examples::image_batch<float>(train, rows, placement, batch), labels);
       } else {
-        backward(loss);
-        optimizer.step();
+        loss = cross_entropy(logits(o.dtype, model, train, rows, batch), labels);
+        optimizer.zero_grad();
+        if (o.dtype == "float16") {
+          backward(scaler.scale(loss));
+          skipped += !scaler.step(optimizer);
+          scaler.update();
+        } else {
+          backward(loss);
+          optimizer.step();
+        }
       }
       curve.push_back(loss.full().to_vector()[0]);
       loss_sum += curve.back();

@@ -12,7 +12,8 @@
 // Options: --steps N (1500: about 2 minutes on 4 ranks of a 2-core machine), --batch N (32), --context N (64), --dim N (128), --heads N (4),
 // --layers N (2), --lr X (3e-3), --dropout P (0), --tied 0|1 (0: a separate head), --seed N (1),
 // --sample N (generate N characters at the end; 0: none), --text DIR (fortunes directory),
-// --text-limit N (characters read), --csv FILE (loss per step), --log-every N (10).
+// --text-limit N (characters read), --csv FILE (loss per step), --log-every N (10), --compile 0|1
+// (1: the step captured once and replayed, its layouts searched for the whole step; docs/compile.md).
 // The progress line shows the loss (mean over the last steps) and tokens per second; the
 // unigram entropy printed at start is the loss of a model that ignores context.
 //   tools/mpirun -np 4 build/examples/08_gpt --parallel 2d --sample 300
@@ -38,6 +39,7 @@ namespace {
 struct Options : examples::GptOptions {
   std::string dtype = "float32";
   int64_t sample = 0;
+  bool compile = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -49,10 +51,15 @@ Options parse(int argc, char** argv) {
     if (examples::read_gpt_option(o, a, v)) continue;
     if (a == "--dtype") o.dtype = v;
     else if (a == "--sample") o.sample = std::stoll(v);
+    else if (a == "--compile") o.compile = v != "0";
     else SPSD_CHECK(false, "08_gpt", "unknown option ", a);
   }
   o.device = examples::checked_device("08_gpt", o.device);
   examples::check_dtype("08_gpt", o.dtype);
+  SPSD_CHECK(!o.compile || o.dtype != "float16", "08_gpt", "--compile 1 takes float32 or bfloat16 (float16's loss "
+             "scale changes between steps; docs/compile.md)");
+  SPSD_CHECK(!o.compile || o.dropout == 0, "08_gpt", "--compile 1 needs --dropout 0 (a replay would repeat the "
+             "captured masks; docs/compile.md)");
   return o;
 }
 
@@ -125,17 +132,31 @@ int main(int argc, char** argv) {
   double recent = 0;
   int64_t recent_n = 0;
   const auto start = std::chrono::steady_clock::now();
+  // --compile 1: the same step captured once and replayed (docs/compile.md).
+  auto compiled_step = spsd::compile([&](const GlobalTensor<int64_t>& inputs, const GlobalTensor<int64_t>& targets) {
+    GlobalTensor<float> loss = loss_of(o.dtype, model, inputs, targets);
+    optimizer.zero_grad();
+    backward(loss);
+    optimizer.step();
+    return loss;
+  });
   for (int64_t step = 1; step <= o.steps; ++step) {
     const examples::TextBatch b = examples::draw_batch(corpus, o.batch, o.context, batches);
     manual_seed(o.seed * 1000003 + static_cast<uint64_t>(step));  // this step's dropout masks
-    GlobalTensor<float> loss =
-        loss_of(o.dtype, model, from_host(b.inputs, placement, tokens), from_host(b.targets, placement, tokens));
-    optimizer.zero_grad();
-    if (o.dtype == "float16") {
+    const GlobalTensor<int64_t> inputs = from_host(b.inputs, placement, tokens);
+    const GlobalTensor<int64_t> targets = from_host(b.targets, placement, tokens);
+    GlobalTensor<float> loss;
+    if (o.compile) {
+      loss = compiled_step(inputs, targets);
+    } else if (o.dtype == "float16") {
+      loss = loss_of(o.dtype, model, inputs, targets);
+      optimizer.zero_grad();
       backward(scaler.scale(loss));
       skipped += !scaler.step(optimizer);
       scaler.update();
     } else {
+      loss = loss_of(o.dtype, model, inputs, targets);
+      optimizer.zero_grad();
       backward(loss);
       optimizer.step();
     }

@@ -69,6 +69,8 @@
 #include "spsd/autograd/grad_scaler.hpp"
 #include "spsd/autograd/split_backward.hpp"
 #include "spsd/io/checkpoint.hpp"
+// Compiled steps: capture once, choose layouts for the whole step, replay (docs/compile.md).
+#include "spsd/compile/compile.hpp"
 // Modules and parallelization plans (docs/modules.md).
 #include "spsd/nn/module.hpp"
 #include "spsd/nn/activation.hpp"

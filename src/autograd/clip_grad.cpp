@@ -72,6 +72,8 @@ void check_params(std::string_view op, const std::vector<GlobalTensor<T>>& param
 template <FloatingElement T>
 double clip_grad_norm_(const std::vector<GlobalTensor<T>>& params, double max_norm, double norm_type) {
   constexpr std::string_view op = "clip_grad_norm_";
+  // Its scale is read on the host: inside a compiled step it replays as a whole.
+  const detail::HostStep replayed(op, [=] { clip_grad_norm_(params, max_norm, norm_type); });
   SPSD_CHECK(max_norm >= 0, op, "max_norm must be >= 0, got ", max_norm);
   SPSD_CHECK(norm_type > 0, op, "norm_type must be > 0 (or infinity for the max norm), got ", norm_type);
   check_params(op, params);
@@ -108,6 +110,7 @@ double clip_grad_norm_(const std::vector<GlobalTensor<T>>& params, double max_no
 template <FloatingElement T>
 void clip_grad_value_(const std::vector<GlobalTensor<T>>& params, double clip_value) {
   constexpr std::string_view op = "clip_grad_value_";
+  const detail::HostStep replayed(op, [=] { clip_grad_value_(params, clip_value); });
   SPSD_CHECK(clip_value >= 0, op, "clip_value must be >= 0, got ", clip_value);
   check_params(op, params);
   NoGradGuard no_grad;

@@ -27,8 +27,23 @@ GlobalData to_layout(const GlobalData& in, const Placement& placement, const NdS
   if ((log_enabled("dispatch") || log_enabled("boxing")) && me == ranks.front())
     log_line("boxing", "to_global: " + plan->to_string());
   std::shared_ptr<Storage> local = run_plan(plan, in_from ? in.local : nullptr);
-  if (in_to) out.local = std::move(local);
+  if (in_to) out.local = local;
+  if (StepRecorder* recorder = tls_step_recorder) [[unlikely]] {
+    const std::shared_ptr<Storage> input = in_from ? in.local : nullptr;
+    recorder->record(std::make_shared<CapturedBoxing>(plan), std::span(&input, 1), out.local);
+  }
   return out;
+}
+
+std::shared_ptr<Storage> CapturedBoxing::run(std::span<const std::shared_ptr<Storage>> inputs,
+                                             std::shared_ptr<Storage>) const {
+  const bool in_to = plan_->to.placement.contains(rank());
+  std::shared_ptr<Storage> local = run_plan(plan_, inputs[0]);
+  return in_to ? local : nullptr;
+}
+
+std::string CapturedBoxing::describe() const {
+  return concat("to_global ", plan_->from.nd_sbp, " -> ", plan_->to.nd_sbp);
 }
 
 }  // namespace spsd::detail

@@ -68,6 +68,7 @@ GlobalData load_tensor(const std::string& dir, const std::string& name, DType dt
 using namespace detail;  // the format, manifest, reading and failing together: src/io/*.hpp
 
 void load_checkpoint(const std::string& dir, StateDict& into) {
+  check_not_capturing("load_checkpoint", "files written or read there would not be again on a replay; save and load between calls");
   constexpr std::string_view op = "load_checkpoint";
   std::vector<std::string> entries;
   for (const auto& [name, d] : into.entries()) entries.push_back(concat(name, " ", describe(d)));

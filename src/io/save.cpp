@@ -19,6 +19,7 @@ using namespace detail;  // the format, files, manifest and failing together: sr
 static_assert(std::endian::native == std::endian::little, "checkpoint data files are little-endian");
 
 void save_checkpoint(const StateDict& state, const std::string& dir) {
+  check_not_capturing("save_checkpoint", "files written or read there would not be again on a replay; save and load between calls");
   constexpr std::string_view op = "save_checkpoint";
   std::vector<std::string> entries;
   for (const auto& [name, d] : state.entries()) entries.push_back(concat(name, " ", describe(d)));

@@ -64,6 +64,7 @@ bool contributes(const GlobalData& t, int64_t r) {
 }  // namespace
 
 void item_of(const GlobalData& given, void* out) {
+  check_not_capturing("item", "a value read on the host would be fixed at capture, not read again on a replay; return the tensor from the step and read it after the call");
   SPSD_CHECK(given.shape.numel() == 1, "item", "needs a tensor of one element, got ", describe(given), " (",
              given.shape.numel(), " elements)");
   check_piece("item", "the tensor", given);

@@ -35,6 +35,7 @@
 #include "spsd/core/instances.hpp"
 #include "spsd/op/elementwise.hpp"
 #include "spsd/runtime/trace.hpp"
+#include "spsd/tensor/capture.hpp"
 #include "spsd/tensor/factory.hpp"
 
 namespace spsd {
@@ -99,6 +100,7 @@ inline bool reduces_early(const BackwardOptions& options, const GlobalData& leaf
 inline GlobalData reduce_leaf(AutogradMeta& meta, GlobalData g, const GlobalData& leaf) {
   std::optional<GlobalData>& earlier = meta.grad;
   if (earlier && !(earlier->placement == leaf.placement && earlier->nd_sbp == leaf.nd_sbp)) {
+    if (StepRecorder* recorder = active_recorder()) recorder->check_gradient_fresh(meta);
     std::optional<GlobalData> sum = std::move(earlier);
     earlier.reset();
     accumulate(sum, g);
@@ -131,8 +133,18 @@ inline void run_backward(AutogradMeta& root, const GlobalData& root_data, const 
   auto kept = [&](const AutogradMeta* m) { return std::find(keep_layout.begin(), keep_layout.end(), m) != keep_layout.end(); };
   // Leaves reduced early: this call's gradient, boxed into the leaf's layout, in issue order.
   // They join grad() at the end, so no add waits on a reduction still in flight.
-  std::vector<std::pair<AutogradMeta*, GlobalData>> reduced;
+  std::vector<std::pair<std::shared_ptr<AutogradMeta>, GlobalData>> reduced;
+  // While a compiled step captures (tensor/capture.hpp): the leaves whose grad() this call sets,
+  // in order, which a replay sets again; a gradient from before the capture must not be added to.
+  StepRecorder* const recorder = active_recorder();
+  std::vector<std::shared_ptr<AutogradMeta>> set_leaves;
+  auto setting = [&](const std::shared_ptr<AutogradMeta>& m) {
+    if (!recorder || std::find(set_leaves.begin(), set_leaves.end(), m) != set_leaves.end()) return;
+    if (m->grad) recorder->check_gradient_fresh(*m);
+    set_leaves.push_back(m);
+  };
   if (!root.grad_fn) {
+    if (recorder) refuse_capture("backward", "the loss is a leaf (no op made it): compute it in the step");
     if (!reduces_early(options, root_data) || kept(&root)) accumulate(root.grad, seed);
     else reduced.emplace_back(&root, reduce_leaf(root, seed, root_data));
   } else {
@@ -157,6 +169,8 @@ inline void run_backward(AutogradMeta& root, const GlobalData& root_data, const 
       for (size_t i = 0; i < grad_in.size(); ++i) {
         const auto& meta = node.input_meta[i];
         if (!meta || !grad_in[i]) continue;
+        const bool into_leaf = !meta->grad_fn && !early_leaf(node, i);
+        if (into_leaf) setting(meta);
         std::optional<GlobalData>& slot = meta->grad_fn     ? meta->grad_fn->grad_out
                                           : early_leaf(node, i) ? unfinished[meta.get()]
                                                                 : meta->grad;
@@ -168,16 +182,18 @@ inline void run_backward(AutogradMeta& root, const GlobalData& root_data, const 
         const GlobalData& leaf = node.inputs[i];
         auto g = unfinished.extract(node.input_meta[i].get());
         if (!g.empty() && g.mapped())
-          reduced.emplace_back(g.key(), reduce_leaf(*g.key(), std::move(*g.mapped()), leaf));
+          reduced.emplace_back(node.input_meta[i], reduce_leaf(*g.key(), std::move(*g.mapped()), leaf));
       }
       if (!options.retain_graph) free_saved_tensors(node);
     }
   }
   for (auto& [leaf, g] : reduced) {
+    setting(leaf);
     accumulate(leaf->grad, g);
     // Added to a gradient of an earlier call in another layout, the sum may not be in the leaf's layout.
     leaf->grad = to_layout(*leaf->grad, g.placement, g.nd_sbp);
   }
+  for (const std::shared_ptr<AutogradMeta>& leaf : set_leaves) recorder->record_gradient(leaf);
 }
 
 }  // namespace detail

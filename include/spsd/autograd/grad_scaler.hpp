@@ -67,6 +67,8 @@ class GradScaler {
   template <class T>
     requires std::same_as<T, float> || std::same_as<T, double>
   GlobalTensor<T> scale(const GlobalTensor<T>& loss) const {
+    detail::check_not_capturing("GradScaler::scale", "the scale changes between steps, and a replay would keep the "
+                                "one captured; scale the loss outside a compiled step");
     return loss * static_cast<T>(scale_);
   }
 

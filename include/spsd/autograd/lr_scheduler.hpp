@@ -31,7 +31,10 @@ class LRScheduler {
   LRScheduler& operator=(const LRScheduler&) = delete;
 
   // Advances one step and sets the optimizer's learning rate for the next update.
-  void step() { go_to(step_ + 1); }
+  void step() {
+    const detail::HostStep replayed(name_, [this] { step(); });  // a compiled step runs it again
+    go_to(step_ + 1);
+  }
   int64_t last_step() const { return step_; }
   double base_lr() const { return base_lr_; }
   // The learning rate this schedule gives at a step (what the optimizer has after that many step() calls).

@@ -91,6 +91,9 @@ class OptimizerBase {
   // consistency check compares the updates' step sizes across ranks).
   void set_lr(double lr) {
     SPSD_CHECK(lr >= 0 && std::isfinite(lr), method("set_lr"), "lr must be finite and >= 0, got ", lr);
+    // A scheduler's step() inside a compiled step replays; a bare set_lr there would not.
+    detail::check_not_capturing(method("set_lr"), "a learning rate set there would not be set again on a replay; "
+                                "set it between calls, or with a scheduler's step() inside the step");
     lr_ = lr;
   }
   // A 0-d tensor holding v on the first parameter's placement, replicated: a number in a state dict.
@@ -126,6 +129,7 @@ class Optimizer : public OptimizerBase {
   const std::vector<std::string>& param_names() const { return names_; }
   // Drops every parameter's gradient (the next backward starts from zero).
   void zero_grad() {
+    const detail::HostStep replayed("zero_grad", [this] { zero_grad(); });
     check_params_current("zero_grad");
     for (GlobalTensor<T>& p : params_) p.zero_grad();
   }
@@ -329,6 +333,7 @@ class SGD : public Optimizer<T> {
   }
 
   void step() {
+    const detail::HostStep replayed("SGD.step", [this] { step(); });  // a compiled step runs it again
     NoGradGuard no_grad;
     const detail::OpenSpan phase = detail::phase_span("SGD.step");
     this->check_params_current("step");
@@ -386,6 +391,7 @@ class Adam : public Optimizer<T> {
   Adam(Named params, AdamOptions options) : Adam("Adam", std::move(params), options, false) {}
 
   void step() {
+    const detail::HostStep replayed(this->name_, [this] { step(); });  // a compiled step runs it again
     NoGradGuard no_grad;
     const detail::OpenSpan phase = detail::phase_span(this->decoupled_ ? "AdamW.step" : "Adam.step");
     this->check_params_current("step");

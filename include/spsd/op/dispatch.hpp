@@ -35,6 +35,8 @@
 #include <vector>
 
 #include "spsd/kernel/any_device.hpp"
+#include "spsd/op/captured_op.hpp"
+#include "spsd/op/kernel_args.hpp"
 #include "spsd/op/index_check.hpp"
 #include "spsd/op/input_domain.hpp"
 #include "spsd/op/op_validation.hpp"
@@ -44,62 +46,6 @@
 #include "spsd/tensor/global_tensor.hpp"
 
 namespace spsd {
-
-// The scalar operand of scalar forms (add(x, 2.0f)); not part of the resolution cache key,
-// but compared across ranks by the consistency check (`bits`, the exact operand).
-struct Scalar {
-  double f = 0;
-  int64_t i = 0;
-  bool present = false;
-  uint64_t bits = 0;
-  template <Element T>
-  static Scalar of(T v) {
-    const double f = static_cast<double>(v);
-    const int64_t i = std::is_integral_v<T> ? static_cast<int64_t>(v) : 0;
-    return {f, i, true, std::is_integral_v<T> ? static_cast<uint64_t>(i) : std::bit_cast<uint64_t>(f)};
-  }
-  template <Element T>
-  T as() const {
-    if constexpr (std::is_integral_v<T>) return static_cast<T>(i);
-    else return static_cast<T>(f);
-  }
-};
-
-// One input's piece on this rank, as a kernel sees it.
-struct LocalInput {
-  const void* data;
-  Shape shape;               // of the piece
-  Box box;                   // the piece's place in the global tensor
-  const TensorMeta* global;  // the whole tensor's type
-  template <Element T>
-  const T* as() const { return static_cast<const T*>(data); }
-  // The row-major index in the whole tensor of the piece's element at row-major index local.
-  int64_t global_index(int64_t local) const {
-    int64_t index = 0, stride = 1;
-    for (int64_t d = shape.ndim() - 1; d >= 0; --d) {
-      index += (box.begin[d] + local % shape[d]) * stride;
-      local /= shape[d];
-      stride *= global->shape[d];
-    }
-    return index;
-  }
-};
-
-struct KernelArgs {
-  const OpAttrs& attrs;
-  Scalar scalar;
-  std::span<const LocalInput> inputs;
-  void* out;
-  const Shape& out_shape;   // of this rank's output piece
-  const Box& out_box;
-  const TensorMeta& out_global;
-  const NdSignature& signature;
-  kernel::Target target;    // where the pieces live and the kernel runs
-  template <Element T>
-  const T* in(size_t i) const { return inputs[i].as<T>(); }
-  template <Element T>
-  T* out_as() const { return static_cast<T*>(out); }
-};
 
 template <class Op>
 concept GlobalOp = requires(std::span<const TensorMeta> metas, const OpAttrs& attrs) {
@@ -238,6 +184,24 @@ void validate_first_dispatch(const Resolution& r, const OpAttrs& attrs, const Sc
                                r.inputs, attrs, scalar);
 }
 
+// Op's kernel on args after its data checks (first_bad_element, index_check): what run_op runs
+// once the pieces are in place, and what a compiled step replays (op/captured_op.hpp).
+template <GlobalOp Op, Element T>
+void run_checked_kernel(const KernelArgs& args, const Resolution& r) {
+  if constexpr (requires { Op::template first_bad_element<T>(args); }) {
+    // Only the ranks that hold a bad value see it; throwing there alone would leave the others
+    // waiting in their next collective. So the ranks agree first, and all throw alike.
+    const int64_t bad = agree_on_bad_element(r, Op::template first_bad_element<T>(args));
+    if (bad >= 0) throw_error(Op::name, Op::bad_element_error(r, bad));
+  }
+  if constexpr (requires { Op::index_check(std::span<const TensorMeta>(r.inputs)); })
+    check_indices(Op::name, r, args, Op::index_check(r.inputs));
+  run_kernel<Op, T>(args);
+}
+
+template <GlobalOp Op>
+constexpr bool kChecksIndices = requires(std::span<const TensorMeta> m) { Op::index_check(m); };
+
 template <GlobalOp Op, Element T>
 GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = {}, Scalar scalar = {}) {
   const DeviceTrafficScope traffic(Op::name);
@@ -265,15 +229,10 @@ GlobalTensor<T> run_op(std::span<const InputRef> inputs, const OpAttrs& attrs = 
                                                            r.placement.device_type()));
   KernelArgs args{attrs, scalar, locals, out.data(), out_shape, out_box, r.output, sig,
                   kernel::Target::of(r.placement.device_type())};
-  if constexpr (requires { Op::template first_bad_element<T>(args); }) {
-    // Only the ranks that hold a bad value see it; throwing there alone would leave the others
-    // waiting in their next collective. So the ranks agree first, and all throw alike.
-    const int64_t bad = agree_on_bad_element(r, Op::template first_bad_element<T>(args));
-    if (bad >= 0) throw_error(Op::name, Op::bad_element_error(r, bad));
-  }
-  if constexpr (requires { Op::index_check(std::span<const TensorMeta>(r.inputs)); })
-    check_indices(Op::name, r, args, Op::index_check(r.inputs));
-  run_kernel<Op, T>(args);
+  run_checked_kernel<Op, T>(args, r);
+  if (StepRecorder* recorder = tls_step_recorder) [[unlikely]]
+    record_op(*recorder, {&op_schema<Op>(), attrs, scalar, p.resolution, &run_checked_kernel<Op, T>,
+                          std::move(p.coords), kChecksIndices<Op>}, inputs, out.storage());
   return recorded(Op::name, inputs, attrs, scalar, GlobalTensor<T>(r.output.shape, r.placement, sig.output, std::move(out)));
 }
 

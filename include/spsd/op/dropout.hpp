@@ -70,6 +70,8 @@ GlobalTensor<T> dropout(const GlobalTensor<T>& x, double p, uint64_t seed) {
   // Checked here too: p == 0 returns before the op would.
   detail::DropoutDef::infer(std::array{TensorMeta{x.shape(), dtype_of<T>}}, attrs);
   if (p == 0) return x;
+  detail::check_not_capturing("dropout", "each call takes a new seed, and a replay would repeat the captured mask; "
+                              "compile with dropout 0 or leave the step eager");
   return call_op<detail::DropoutDef>(attrs, Scalar::of(static_cast<int64_t>(seed)), x);
 }
 

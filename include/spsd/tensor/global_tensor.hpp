@@ -10,6 +10,7 @@
 #include "spsd/layout/diagram.hpp"
 #include "spsd/layout/split.hpp"
 #include "spsd/runtime/runtime.hpp"
+#include "spsd/tensor/capture.hpp"
 #include "spsd/tensor/hooks.hpp"
 #include "spsd/tensor/tensor.hpp"
 
@@ -132,6 +133,7 @@ class GlobalTensor {
   // elsewhere), as OneFlow's numpy(); in host memory whatever the placement's device.
   Tensor<T> full() const {
     detail::check_defined(defined_, "GlobalTensor::full", dtype_of<T>);
+    detail::check_not_capturing("GlobalTensor::full", "a value read on the host would be fixed at capture, not read again on a replay; return the tensor from the step and read it after the call");
     NdSbp all_broadcast(std::vector<Sbp>(placement_.mesh().ndim(), sbp::broadcast));
     return to_global(placement_, all_broadcast).to_local().to(DeviceType::kCPU);
   }
@@ -207,6 +209,8 @@ class GlobalTensor {
   void copy_(const GlobalTensor& src) {
     detail::check_defined(defined_, "copy_", dtype_of<T>);
     detail::check_defined(src.defined_, "copy_ (src)", dtype_of<T>);
+    detail::check_not_capturing("copy_", "an in-place write into a tensor is not replayed; make the new value an "
+                                "output of the step, or copy it between calls");
     SPSD_CHECK(src.shape() == shape_, "copy_", "shapes differ: this is ", describe(), ", src is ", src.describe());
     // A raw piece smaller than its box is neither written nor read past its end.
     detail::check_piece("copy_", "this tensor", shape_, dtype_of<T>, placement_, nd_sbp_, local_.storage().get());

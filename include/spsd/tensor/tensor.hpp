@@ -8,6 +8,7 @@
 
 #include "spsd/core/dtype.hpp"
 #include "spsd/core/shape.hpp"
+#include "spsd/tensor/capture.hpp"
 #include "spsd/tensor/storage.hpp"
 
 namespace spsd {
@@ -53,6 +54,7 @@ class Tensor {
   const std::shared_ptr<Storage>& storage() const { return storage_; }
   // A host copy; for device memory it waits for the kernels that write it.
   std::vector<T> to_vector() const {
+    detail::check_not_capturing("Tensor::to_vector", "a value read on the host would be fixed at capture, not read again on a replay; return the tensor from the step and read it after the call");
     if (device_type() == DeviceType::kCPU) return std::vector<T>(data(), data() + numel());
     if constexpr (std::is_same_v<T, bool>) {  // through bytes (std::vector<bool> packs bits)
       return Tensor(shape_, storage_).to(DeviceType::kCPU).to_vector();

@@ -1,0 +1,68 @@
+// bench/compile: the joint layout search of spsd::compile (docs/compile.md) on a GPT of many
+// blocks, under simulated ranks: how long the search takes, how many ops it sees, and the bytes
+// per step it predicts beside eager's choices. The capture runs one step of a narrow model (the
+// search's work depends on the ops, their candidate signatures and the mesh, not on the width);
+// rank 0 searches and the others take its choices, so the time printed is the search's own.
+//
+//   build/bench/compile [--blocks 48] [--mesh 2x4] [--mode 2d|tensor] [--dim 64] [--context 16]
+//
+// --mesh DxT: a (D, T) mesh, data parallel on D and Megatron's tensor parallelism on T (mode 2d);
+// mode tensor takes the D*T ranks as one tensor axis.
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <spsd/spsd.hpp>
+#include <string>
+
+#include "train/gpt.hpp"
+#include "train/text.hpp"
+
+using namespace spsd;
+
+int main(int argc, char** argv) {
+  int64_t blocks = 48, d = 2, t = 4, dim = 64, context = 16;
+  std::string mode = "2d";
+  for (int i = 1; i + 1 < argc; i += 2) {
+    const std::string a = argv[i], v = argv[i + 1];
+    if (a == "--blocks") blocks = std::stoll(v);
+    else if (a == "--mesh") d = std::stoll(v.substr(0, v.find('x'))), t = std::stoll(v.substr(v.find('x') + 1));
+    else if (a == "--mode") mode = v;
+    else if (a == "--dim") dim = std::stoll(v);
+    else if (a == "--context") context = std::stoll(v);
+    else throw Error("bench/compile: unknown option " + a);
+  }
+  const int n = static_cast<int>(d * t);
+  const examples::Corpus corpus = examples::generated_corpus(20000, 1);
+  const int64_t vocab = 64 * t;  // a multiple of the tensor axis (the token table is split on it)
+  std::printf("GPT: %lld blocks, dim %lld, context %lld, mode %s on a %lldx%lld mesh (%d simulated ranks)\n",
+              static_cast<long long>(blocks), static_cast<long long>(dim), static_cast<long long>(context), mode.c_str(),
+              static_cast<long long>(d), static_cast<long long>(t), n);
+  simulate(n, [&] {
+    const Placement placement = mode == "2d" ? Placement("cpu", examples::first_ranks(n), Shape{d, t})
+                                             : Placement("cpu", examples::first_ranks(n));
+    const nn::Plan plan = examples::gpt_plan(mode);
+    examples::Gpt<float> model({vocab, context, dim, /*heads=*/4, blocks}, {placement, 1});
+    nn::parallelize(model, plan);
+    Adam<float> adam(model.parameters(), {});
+    std::mt19937_64 g(1);
+    const examples::TextBatch b = examples::draw_batch(corpus, 2 * d, context, g);
+    const NdSbp layout = nn::input_layout(plan);
+    const auto x = from_host(b.inputs, placement, layout), y = from_host(b.targets, placement, layout);
+    auto step = spsd::compile([&](const GlobalTensor<int64_t>& tokens, const GlobalTensor<int64_t>& targets) {
+      adam.zero_grad();
+      backward(cross_entropy(model.forward<float>(tokens), targets));
+      adam.step();
+    });
+    const auto t0 = std::chrono::steady_clock::now();
+    step(x, y);  // captures, searches
+    const double capture_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (rank() == 0) {
+      const std::string e = step.explain();
+      size_t end = 0;
+      for (int line = 0; line < 4 && end != std::string::npos; ++line) end = e.find('\n', end + 1);
+      std::printf("%s\ncapture with the search: %.2f s\n", e.substr(e.find('\n') + 1, end - e.find('\n')).c_str(),
+                  capture_s);
+    }
+  });
+  return 0;
+}

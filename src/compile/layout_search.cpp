@@ -1,0 +1,612 @@
+// The joint layout search (compile/layout_search.hpp).
+#include "spsd/compile/layout_search.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <deque>
+#include <map>
+#include <limits>
+#include <numeric>
+#include <unordered_map>
+
+#include "spsd/boxing/cost.hpp"
+#include "spsd/boxing/planner.hpp"
+#include "spsd/boxing/to_layout.hpp"
+#include "spsd/op/captured_op.hpp"
+
+namespace spsd::detail {
+
+namespace {
+
+constexpr double kForbidden = 1e30;  // boxing into a partial layout: never worth it (the resolver's rule)
+
+struct Use {
+  int node;      // the consuming op node
+  size_t input;  // which of its inputs
+};
+
+// A to_global of a value (a fixed end): its cost depends on the layout the value comes in.
+struct Sink {
+  Placement to;
+  NdSbp layout;
+};
+
+struct ValueInfo {
+  const TensorMeta* meta = nullptr;
+  const Placement* placement = nullptr;
+  int producer = -1;                 // op node, or -1: a fixed layout
+  int fixed = -1;                    // the layout (id) of a value no op node makes
+  std::vector<Use> uses;
+  std::vector<Sink> sinks;
+  std::vector<int> sink_layouts;     // the sinks' layouts (ids)
+  bool keep = false;                 // an output or a gradient: its producer keeps its layout
+  int kind = -1;                     // values of one shape, dtype and placement share their boxing costs
+};
+
+// An op (its candidates are its N-d signatures) or a to_global whose result nothing outside the
+// step sees (its candidates are layouts: which one the step boxes to is the search's to choose,
+// the value being the same logical tensor in any).
+struct Node {
+  size_t entry;
+  const CapturedOp* op;  // null for a to_global
+  const CapturedBoxing* boxing = nullptr;
+  std::vector<int> inputs;
+  int output;
+  std::vector<size_t> candidates;  // indices into the resolution's candidates
+  size_t choice = 0;               // index into candidates
+  size_t eager = 0;
+  std::vector<double> work;        // per candidate: local work and result memory cost
+  std::vector<int64_t> result_bytes;
+  std::vector<int> out_layout;                // per candidate, the output's layout (id)
+  std::vector<std::vector<int>> in_layouts;   // per candidate, each input's layout (id)
+  const NdSignature& sig(size_t c) const { return op->resolution().candidates[candidates[c]].signature; }
+};
+
+// The layouts a value may be boxed to on this mesh: those its producer can make and those its
+// consumers can take, gathered as the nodes are built.
+using LayoutSet = std::vector<int>;
+
+int64_t piece_bytes(const TensorMeta& meta, const Shape& mesh, const NdSbp& layout) {
+  static thread_local std::vector<int64_t> origin;
+  origin.assign(static_cast<size_t>(mesh.ndim()), 0);
+  return piece_numel(meta.shape, mesh, layout, origin) * size_of(meta.dtype);
+}
+
+// Local compute per flop, for the ops whose work is not their bytes (matmul): a core's tens of
+// GFLOP/s, a GPU's hundreds of TFLOP/s. Only the ratio to the boxing costs matters.
+double flop_us(DeviceType device) { return device == DeviceType::kCUDA ? 1e-8 : 5e-5; }
+
+class Problem {
+ public:
+  Problem(Tape& tape, double memory_weight) : tape_(tape), memory_weight_(memory_weight) { build(); }
+
+  bool searchable() const { return why_not_.empty(); }
+  const std::string& why_not() const { return why_not_; }
+  std::vector<Node>& nodes() { return nodes_; }
+
+  // The objective with the current choices.
+  double total() {
+    double t = 0;
+    for (const Node& n : nodes_) t += n.work[n.choice];
+    for (size_t v = 0; v < values_.size(); ++v) t += value_cost(static_cast<int>(v));
+    return t;
+  }
+  int64_t result_bytes() const {
+    int64_t b = 0;
+    for (const Node& n : nodes_) b += n.result_bytes[n.choice];
+    return b;
+  }
+  void set_memory_weight(double w) {
+    memory_weight_ = w;
+    for (Node& n : nodes_) fill_work(n);
+  }
+
+  // Sweeps single and pair moves until none lowers the objective (or the time is up); returns
+  // the sweeps made.
+  int64_t descend(double deadline_s, std::chrono::steady_clock::time_point start) {
+    int64_t rounds = 0;
+    for (bool improved = true; improved;) {
+      improved = false;
+      ++rounds;
+      for (size_t n = 0; n < nodes_.size(); ++n) improved |= best_single(static_cast<int>(n));
+      for (size_t n = 0; n < nodes_.size(); ++n) {
+        const int out = nodes_[n].output;
+        if (out < 0) continue;
+        for (const Use& u : values_[static_cast<size_t>(out)].uses) improved |= best_pair(static_cast<int>(n), u.node);
+      }
+      if (std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() > deadline_s) break;
+    }
+    return rounds;
+  }
+
+  // Every node at its own cheapest work, every edge at its own cheapest pair of ends.
+  double lower_bound() {
+    double lb = 0;
+    for (const Node& n : nodes_) lb += *std::min_element(n.work.begin(), n.work.end());
+    for (size_t v = 0; v < values_.size(); ++v) {
+      const ValueInfo& info = values_[v];
+      const std::vector<int> from = layouts_of(static_cast<int>(v));
+      // One boxing per distinct layout: the dearest use's cheapest is a bound, not their sum.
+      double forced = 0;
+      for (const Use& u : info.uses) {
+        double best = kForbidden;
+        const Node& m = nodes_[static_cast<size_t>(u.node)];
+        for (int f : from)
+          for (size_t c = 0; c < m.candidates.size(); ++c)
+            best = std::min(best, edge(static_cast<int>(v), f, m.in_layouts[c][u.input]));
+        forced = std::max(forced, best);
+      }
+      lb += forced;
+      for (size_t s = 0; s < info.sinks.size(); ++s) {
+        double best = kForbidden;
+        for (int f : from) best = std::min(best, sink_edge(static_cast<int>(v), f, s));
+        lb += best;
+      }
+    }
+    return lb;
+  }
+
+  // The tape rewritten with the choices: each op's resolution with its chosen signature and no
+  // boxing of its own; before it, a to_global entry for each input that needs another layout,
+  // made once per (value, layout) and shared by every op that needs it; to_globals re-planned
+  // from their input's new layout, and removed where they now move nothing.
+  int64_t apply() {
+    int64_t changed = 0;
+    const std::vector<Tape::Entry>& old = tape_.entries();
+    std::vector<Tape::Entry> entries;
+    entries.reserve(old.size());
+    std::unordered_map<int, int> renamed;               // a removed to_global's result: its input
+    std::map<std::pair<int, int>, int> boxed;           // (value, layout): the value boxed there
+    std::vector<int> node_at(old.size(), -1);
+    for (size_t n = 0; n < nodes_.size(); ++n) node_at[nodes_[n].entry] = static_cast<int>(n);
+    auto name = [&](int v) {
+      const auto it = renamed.find(v);
+      return it == renamed.end() ? v : it->second;
+    };
+    for (size_t k = 0; k < old.size(); ++k) {
+      Tape::Entry e = old[k];
+      for (int& v : e.inputs)
+        if (v >= 0) v = name(v);
+      if (node_at[k] >= 0 && !nodes_[static_cast<size_t>(node_at[k])].op) {
+        // A free to_global: to the layout chosen, once per (value, layout), or nothing.
+        const Node& n = nodes_[static_cast<size_t>(node_at[k])];
+        const Plan& p = *n.boxing->plan();
+        const int v = n.inputs[0], from = layout_id(v), to = n.out_layout[n.choice];
+        changed += !(layouts_[static_cast<size_t>(to)] == p.to.nd_sbp);
+        if (from == to) {
+          renamed[e.output] = e.inputs[0];
+          continue;
+        }
+        const auto [it, first] = boxed.try_emplace({v, to}, e.output);
+        if (!first) {
+          renamed[e.output] = it->second;
+          continue;
+        }
+        e.step = std::make_shared<CapturedBoxing>(
+            plan_boxing(p.shape, p.dtype, p.from.placement, layouts_[static_cast<size_t>(from)], p.to.placement,
+                        layouts_[static_cast<size_t>(to)]));
+        entries.push_back(std::move(e));
+        continue;
+      }
+      if (node_at[k] >= 0) {
+        const Node& n = nodes_[static_cast<size_t>(node_at[k])];
+        const Resolution& was = n.op->resolution();
+        changed += n.candidates[n.choice] != was.chosen;
+        auto r = std::make_shared<Resolution>(was);
+        r->chosen = n.candidates[n.choice];
+        Candidate& chosen = r->candidates[r->chosen];
+        chosen.cost_us = 0, chosen.bytes = 0;
+        for (size_t i = 0; i < n.inputs.size(); ++i) {
+          const int v = n.inputs[i];
+          const int from = layout_id(v), need = n.in_layouts[n.choice][i];
+          r->input_layouts[i] = layouts_[static_cast<size_t>(need)];
+          r->plans[i] = nullptr;
+          if (from == need) continue;
+          const auto [it, first] = boxed.try_emplace({v, need}, -1);
+          if (first) {
+            auto plan = plan_boxing(r->inputs[i].shape, r->inputs[i].dtype, r->placement, layouts_[static_cast<size_t>(from)],
+                                    r->placement, r->input_layouts[i]);
+            it->second = tape_.add_value();
+            entries.push_back({.kind = Tape::Entry::Kind::kStep, .step = std::make_shared<CapturedBoxing>(std::move(plan)),
+                               .inputs = {e.inputs[i]}, .output = it->second});
+          }
+          e.inputs[i] = it->second;
+        }
+        e.step = n.op->with(std::move(r));
+        entries.push_back(std::move(e));
+        continue;
+      }
+      const auto* boxing = e.kind == Tape::Entry::Kind::kStep ? dynamic_cast<const CapturedBoxing*>(e.step.get()) : nullptr;
+      if (boxing && !e.inputs.empty() && old[k].inputs[0] >= 0) {
+        const Plan& p = *boxing->plan();
+        const NdSbp& from = layout_of(old[k].inputs[0]);
+        if (!(from == p.from.nd_sbp)) {
+          if (p.from.placement == p.to.placement && from == p.to.nd_sbp) {
+            renamed[e.output] = e.inputs[0];  // moves nothing now: its result is its input
+            continue;
+          }
+          e.step = std::make_shared<CapturedBoxing>(plan_boxing(p.shape, p.dtype, p.from.placement, from, p.to.placement, p.to.nd_sbp));
+        }
+      }
+      if (e.output >= 0 && e.kind == Tape::Entry::Kind::kGradient) e.output = name(e.output);
+      entries.push_back(std::move(e));
+    }
+    tape_.replace_entries(std::move(entries), renamed);
+    return changed;
+  }
+
+ private:
+  void build() {
+    const std::vector<Tape::Entry>& entries = tape_.entries();
+    values_.resize(tape_.values().size());
+    const int64_t world = world_size();
+    auto spans_world = [&](const Placement& p) { return p.size() == world; };
+    for (const Tape::Entry& e : entries)
+      if (e.kind == Tape::Entry::Kind::kGradient && e.output >= 0) values_[static_cast<size_t>(e.output)].keep = true;
+    for (int v : tape_.output_values())
+      if (v >= 0) values_[static_cast<size_t>(v)].keep = true;
+    for (size_t k = 0; k < entries.size(); ++k) {
+      const Tape::Entry& e = entries[k];
+      if (e.kind != Tape::Entry::Kind::kStep) continue;
+      if (const auto* op = dynamic_cast<const CapturedOp*>(e.step.get())) {
+        const Resolution& r = op->resolution();
+        if (!spans_world(r.placement)) return fail("an op runs on a placement that is not the whole world");
+        Node n{k, op, nullptr, e.inputs, e.output, {}, 0, 0, {}, {}, {}, {}};
+        for (size_t c = 0; c < r.candidates.size(); ++c) {
+          n.candidates.push_back(c);
+          if (c == r.chosen) n.choice = n.eager = n.candidates.size() - 1;
+        }
+        const int id = static_cast<int>(nodes_.size());
+        for (size_t i = 0; i < e.inputs.size(); ++i) {
+          const int v = e.inputs[i];
+          if (v < 0) return fail("an op's input has no piece on this rank");
+          ValueInfo& info = values_[static_cast<size_t>(v)];
+          if (info.producer < 0 && info.fixed < 0) info.fixed = intern(r.input_layouts[i]);
+          if (!info.meta) info.meta = &r.inputs[i], info.placement = &r.placement;
+          info.uses.push_back({id, i});
+        }
+        if (e.output >= 0) {
+          ValueInfo& out = values_[static_cast<size_t>(e.output)];
+          out.producer = id, out.meta = &r.output, out.placement = &r.placement;
+        }
+        nodes_.push_back(std::move(n));
+      } else if (const auto* boxing = dynamic_cast<const CapturedBoxing*>(e.step.get())) {
+        const Plan& p = *boxing->plan();
+        if (!spans_world(p.from.placement) || !spans_world(p.to.placement))
+          return fail("a to_global involves a placement that is not the whole world");
+        if (e.inputs.empty() || e.inputs[0] < 0 || e.output < 0) return fail("a to_global has no piece on this rank");
+        ValueInfo& in = values_[static_cast<size_t>(e.inputs[0])];
+        if (in.producer < 0 && in.fixed < 0) in.fixed = intern(p.from.nd_sbp);
+        if (!in.meta) in.meta = &metas_.emplace_back(TensorMeta{p.shape, p.dtype}), in.placement = &p.from.placement;
+        ValueInfo& out = values_[static_cast<size_t>(e.output)];
+        out.meta = in.meta, out.placement = &p.to.placement;
+        if (p.from.placement == p.to.placement && !out.keep) {
+          // A free to_global: a node choosing its layout (candidates filled in below).
+          const int id = static_cast<int>(nodes_.size());
+          in.uses.push_back({id, 0});
+          out.producer = id;
+          nodes_.push_back(Node{k, nullptr, boxing, e.inputs, e.output, {}, 0, 0, {}, {}, {}, {}});
+          continue;
+        }
+        in.sinks.push_back({p.to.placement, p.to.nd_sbp});
+        in.sink_layouts.push_back(intern(p.to.nd_sbp));
+        out.fixed = intern(p.to.nd_sbp);
+      }
+    }
+    for (Node& n : nodes_) {
+      if (!n.op) continue;
+      // An op whose result must keep its layout (an output, a gradient) keeps its output layout.
+      const bool keep = n.output >= 0 && values_[static_cast<size_t>(n.output)].keep;
+      const NdSbp eager_out = n.sig(n.eager).output;
+      std::vector<size_t> kept;
+      size_t eager_index = 0;
+      for (size_t c = 0; c < n.candidates.size(); ++c) {
+        if (c != n.eager && keep && !(n.sig(c).output == eager_out)) continue;
+        if (c == n.eager) eager_index = kept.size();
+        kept.push_back(n.candidates[c]);
+      }
+      n.candidates = std::move(kept);
+      n.choice = n.eager = eager_index;
+      for (size_t c = 0; c < n.candidates.size(); ++c) {
+        const NdSignature& s = n.sig(c);
+        n.out_layout.push_back(intern(s.output));
+        std::vector<int> ins;
+        for (const NdSbp& l : s.inputs) ins.push_back(intern(l));
+        n.in_layouts.push_back(std::move(ins));
+      }
+      fill_work(n);
+    }
+    // Free to_globals, in program order (one may take another's result): the layouts their input
+    // can come in, their consumers can take, and the one asked for (eager's choice).
+    for (Node& n : nodes_) {
+      if (n.op) continue;
+      LayoutSet options{intern(n.boxing->plan()->to.nd_sbp)};
+      auto add = [&](int l) {
+        if (std::find(options.begin(), options.end(), l) == options.end()) options.push_back(l);
+      };
+      for (int l : layouts_of(n.inputs[0])) add(l);
+      for (const Use& u : values_[static_cast<size_t>(n.output)].uses) {
+        const Node& m = nodes_[static_cast<size_t>(u.node)];
+        for (const std::vector<int>& ins : m.in_layouts) add(ins[u.input]);
+      }
+      for (int l : options) {
+        // Never into a partial layout but the one asked for (eager's choice stays a candidate).
+        if (layouts_[static_cast<size_t>(l)].has_partial() && l != layout_id(n.inputs[0]) && l != options[0]) continue;
+        n.candidates.push_back(static_cast<size_t>(l));
+        n.out_layout.push_back(l);
+        n.in_layouts.push_back({l});
+      }
+      fill_work(n);
+    }
+  }
+
+  void fail(std::string why) { why_not_ = std::move(why); }
+
+  int kind_of(int v) {
+    ValueInfo& info = values_[static_cast<size_t>(v)];
+    if (info.kind < 0) {
+      const std::string key = concat(info.meta->shape, " ", info.meta->dtype, " ", *info.placement);
+      info.kind = kinds_.try_emplace(key, static_cast<int>(kinds_.size())).first->second;
+    }
+    return info.kind;
+  }
+
+  int intern(const NdSbp& layout) {
+    for (size_t i = 0; i < layouts_.size(); ++i)
+      if (layouts_[i] == layout) return static_cast<int>(i);
+    layouts_.push_back(layout);
+    return static_cast<int>(layouts_.size() - 1);
+  }
+
+  int layout_id(int v) const {
+    const ValueInfo& info = values_[static_cast<size_t>(v)];
+    if (info.producer < 0) return info.fixed;
+    const Node& n = nodes_[static_cast<size_t>(info.producer)];
+    return n.out_layout[n.choice];
+  }
+  const NdSbp& layout_of(int v) const { return layouts_[static_cast<size_t>(layout_id(v))]; }
+  // Every layout v may take.
+  std::vector<int> layouts_of(int v) const {
+    const ValueInfo& info = values_[static_cast<size_t>(v)];
+    if (info.producer < 0) return {info.fixed};
+    std::vector<int> out;
+    for (int l : nodes_[static_cast<size_t>(info.producer)].out_layout)
+      if (std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
+    return out;
+  }
+
+  void fill_work(Node& n) {
+    if (!n.op) {  // a to_global: no work of its own; its boxing is its input's edge
+      const ValueInfo& out = values_[static_cast<size_t>(n.output)];
+      n.work.assign(n.candidates.size(), 0);
+      n.result_bytes.assign(n.candidates.size(), 0);
+      for (size_t c = 0; c < n.candidates.size(); ++c) {
+        n.result_bytes[c] = piece_bytes(*out.meta, out.placement->mesh(), layouts_[static_cast<size_t>(n.out_layout[c])]);
+        n.work[c] = memory_weight_ * static_cast<double>(n.result_bytes[c]);
+      }
+      return;
+    }
+    const Resolution& r = n.op->resolution();
+    const Shape& mesh = r.placement.mesh();
+    const double gamma = cost_model(r.placement.device_type()).gamma_us_per_byte;
+    n.work.assign(n.candidates.size(), 0);
+    n.result_bytes.assign(n.candidates.size(), 0);
+    for (size_t c = 0; c < n.candidates.size(); ++c) {
+      const NdSignature& s = n.sig(c);
+      int64_t bytes = 0;
+      for (size_t i = 0; i < s.inputs.size(); ++i) bytes += piece_bytes(r.inputs[i], mesh, s.inputs[i]);
+      const int64_t out = piece_bytes(r.output, mesh, s.output);
+      n.result_bytes[c] = out;
+      double work = gamma * static_cast<double>(bytes + out);
+      if (r.op == "matmul") {
+        // The pieces' multiply-adds: (batch) M K, K N and (batch) M N elements hold M N K (batch)
+        // as the square root of their product, whichever operand is transposed or split.
+        const double a = static_cast<double>(piece_bytes(r.inputs[0], mesh, s.inputs[0]) / size_of(r.inputs[0].dtype));
+        const double b = static_cast<double>(piece_bytes(r.inputs[1], mesh, s.inputs[1]) / size_of(r.inputs[1].dtype));
+        const double o = static_cast<double>(out / size_of(r.output.dtype));
+        work += flop_us(r.placement.device_type()) * 2.0 * std::sqrt(a * b * o);
+      }
+      n.work[c] = work + memory_weight_ * static_cast<double>(out);
+    }
+  }
+
+  // The boxing cost of value v from layout `from` into `need`, on its own placement.
+  double edge(int v, int from, int need) {
+    if (from == need) return 0;
+    if (layouts_[static_cast<size_t>(need)].has_partial()) return kForbidden;
+    const uint64_t key = (static_cast<uint64_t>(kind_of(v)) << 32) | (static_cast<uint64_t>(from) << 16) |
+                         static_cast<uint64_t>(need);
+    const auto [it, inserted] = edges_.try_emplace(key, 0.0);
+    if (inserted) {
+      const ValueInfo& info = values_[static_cast<size_t>(v)];
+      it->second = plan_boxing(info.meta->shape, info.meta->dtype, *info.placement, layouts_[static_cast<size_t>(from)],
+                               *info.placement, layouts_[static_cast<size_t>(need)])
+                       ->cost_us;
+    }
+    return it->second;
+  }
+  // The cost of v's s-th to_global when v comes in layout `from`.
+  double sink_edge(int v, int from, size_t s) {
+    const ValueInfo& info = values_[static_cast<size_t>(v)];
+    const Sink& sink = info.sinks[s];
+    if (sink.to == *info.placement) return edge(v, from, info.sink_layouts[s]);
+    const uint64_t key =
+        (uint64_t{1} << 63) | (static_cast<uint64_t>(v) << 32) | (static_cast<uint64_t>(from) << 16) | s;
+    const auto [it, inserted] = edges_.try_emplace(key, 0.0);
+    if (inserted)
+      it->second = plan_boxing(info.meta->shape, info.meta->dtype, *info.placement, layouts_[static_cast<size_t>(from)],
+                               sink.to, sink.layout)
+                       ->cost_us;
+    return it->second;
+  }
+  // What v's boxing costs with the current choices: one conversion per distinct layout its
+  // consumers need (the compiled step boxes a value once per layout, compile/tape.hpp), plus its
+  // to_globals.
+  double value_cost(int v) {
+    const ValueInfo& info = values_[static_cast<size_t>(v)];
+    const int from = layout_id(v);
+    double t = 0;
+    int seen[8];
+    size_t n_seen = 0;
+    for (const Use& u : info.uses) {
+      const Node& m = nodes_[static_cast<size_t>(u.node)];
+      const int need = m.in_layouts[m.choice][u.input];
+      if (need == from || std::find(seen, seen + n_seen, need) != seen + n_seen) continue;
+      if (n_seen < 8) seen[n_seen++] = need;
+      t += edge(v, from, need);
+    }
+    for (size_t s = 0; s < info.sinks.size(); ++s) t += sink_edge(v, from, s);
+    return t;
+  }
+  // The part of the objective that depends on the choices of the nodes in group: their work
+  // and the cost of every value they read or make.
+  double local_cost(std::initializer_list<int> group) {
+    double t = 0;
+    int touched[32];
+    size_t n_touched = 0;
+    auto touch = [&](int v) {
+      if (v < 0 || std::find(touched, touched + n_touched, v) != touched + n_touched) return;
+      if (n_touched < 32) touched[n_touched++] = v;
+      t += value_cost(v);
+    };
+    for (int g : group) {
+      const Node& n = nodes_[static_cast<size_t>(g)];
+      t += n.work[n.choice];
+      for (int v : n.inputs) touch(v);
+      touch(n.output);
+    }
+    return t;
+  }
+  bool best_single(int n) {
+    Node& node = nodes_[static_cast<size_t>(n)];
+    const size_t was = node.choice;
+    double best = local_cost({n});
+    size_t pick = was;
+    for (size_t c = 0; c < node.candidates.size(); ++c) {
+      if (c == was) continue;
+      node.choice = c;
+      const double t = local_cost({n});
+      if (t < best - 1e-9) best = t, pick = c;
+    }
+    node.choice = pick;
+    return pick != was;
+  }
+  // The best few choices of node n alone (the others as they are), at most k.
+  std::vector<size_t> shortlist(int n, size_t k) {
+    Node& node = nodes_[static_cast<size_t>(n)];
+    const size_t was = node.choice;
+    std::vector<std::pair<double, size_t>> costs;
+    for (size_t c = 0; c < node.candidates.size(); ++c) node.choice = c, costs.emplace_back(local_cost({n}), c);
+    node.choice = was;
+    std::sort(costs.begin(), costs.end());
+    std::vector<size_t> out;
+    for (size_t i = 0; i < costs.size() && i < k; ++i) out.push_back(costs[i].second);
+    if (std::find(out.begin(), out.end(), was) == out.end()) out.push_back(was);
+    return out;
+  }
+  // A producer and a consumer changed together (a signature pair that pays only as a pair, such
+  // as a split matmul with its split consumer). Large tables: each node's best dozen alone.
+  bool best_pair(int a, int b) {
+    if (a == b) return false;
+    Node& na = nodes_[static_cast<size_t>(a)];
+    Node& nb = nodes_[static_cast<size_t>(b)];
+    const size_t wa = na.choice, wb = nb.choice;
+    constexpr size_t kShort = 12;
+    std::vector<size_t> ca_list, cb_list;
+    if (na.candidates.size() * nb.candidates.size() > kShort * kShort) {
+      ca_list = shortlist(a, kShort), cb_list = shortlist(b, kShort);
+    } else {
+      ca_list.resize(na.candidates.size()), cb_list.resize(nb.candidates.size());
+      std::iota(ca_list.begin(), ca_list.end(), size_t{0});
+      std::iota(cb_list.begin(), cb_list.end(), size_t{0});
+    }
+    double best = local_cost({a, b});
+    size_t pa = wa, pb = wb;
+    for (size_t ca : ca_list)
+      for (size_t cb : cb_list) {
+        if (ca == wa && cb == wb) continue;
+        na.choice = ca, nb.choice = cb;
+        const double t = local_cost({a, b});
+        if (t < best - 1e-9) best = t, pa = ca, pb = cb;
+      }
+    na.choice = pa, nb.choice = pb;
+    return pa != wa || pb != wb;
+  }
+
+  Tape& tape_;
+  double memory_weight_;
+  std::vector<Node> nodes_;
+  std::vector<ValueInfo> values_;
+  std::vector<NdSbp> layouts_;    // interned: nodes and values name layouts by index
+  std::deque<TensorMeta> metas_;  // of to_global inputs no op names
+  std::unordered_map<uint64_t, double> edges_;  // by (kind, from, need)
+  std::unordered_map<std::string, int> kinds_;
+  std::string why_not_;
+};
+
+// Whether every rank's tape can be searched (each rank decides from its own tape; all must agree).
+bool agreed(bool mine) {
+  int32_t v = mine ? 1 : 0;
+  if (world_size() > 1) world_communicator().all_reduce(&v, &v, 1, DType::kInt32, ReduceOp::kMin);
+  return v == 1;
+}
+
+}  // namespace
+
+std::string SearchReport::to_string() const {
+  if (!searched) return concat("  layouts: eager's choices (not searched: ", why_not, ")\n");
+  const double gap = found_us > 0 ? (found_us - lower_bound_us) / found_us : 0;
+  return concat("  layouts: searched jointly over ", ops, " ops in ", rounds, " rounds (", seconds * 1e3, " ms), ",
+                changed, " signatures changed; predicted ", found_us, " us per step against eager's ", eager_us,
+                " us; lower bound ", lower_bound_us, " us (gap ", gap * 100, " %); results ", result_bytes,
+                " B per rank (eager's: ", eager_result_bytes, " B)\n");
+}
+
+SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes) {
+  SearchReport report;
+  const auto start = std::chrono::steady_clock::now();
+  Problem problem(tape, 0);
+  if (!agreed(problem.searchable())) {
+    report.why_not = problem.searchable() ? "another rank's step has an op outside the whole world" : problem.why_not();
+    return report;
+  }
+  std::vector<Node>& nodes = problem.nodes();
+  // Rank 0 searches; the others take its choices (the same graph everywhere: the same program).
+  std::vector<int64_t> choices(nodes.size());
+  std::vector<double> figures(6, 0);
+  if (rank() == 0) {
+    figures[0] = problem.total();
+    figures[4] = static_cast<double>(problem.result_bytes());
+    double weight = 0;
+    int64_t rounds = 0;
+    for (int attempt = 0; attempt < 6; ++attempt) {
+      rounds += problem.descend(30.0, start);
+      if (memory_budget_bytes <= 0 || problem.result_bytes() <= memory_budget_bytes) break;
+      // Over budget: price memory higher and search again from here.
+      weight = weight == 0 ? 1e-6 : weight * 10;
+      problem.set_memory_weight(weight);
+    }
+    problem.set_memory_weight(0);
+    figures[1] = problem.total();
+    figures[2] = problem.lower_bound();
+    figures[3] = static_cast<double>(rounds);
+    figures[5] = static_cast<double>(problem.result_bytes());
+    for (size_t n = 0; n < nodes.size(); ++n) choices[n] = static_cast<int64_t>(nodes[n].choice);
+  }
+  if (world_size() > 1) {
+    world_communicator().broadcast(choices.data(), static_cast<int64_t>(choices.size()), DType::kInt64, 0);
+    world_communicator().broadcast(figures.data(), static_cast<int64_t>(figures.size()), DType::kFloat64, 0);
+  }
+  for (size_t n = 0; n < nodes.size(); ++n) nodes[n].choice = static_cast<size_t>(choices[n]);
+  report.searched = true;
+  report.ops = static_cast<int64_t>(nodes.size());
+  report.eager_us = figures[0], report.found_us = figures[1], report.lower_bound_us = figures[2];
+  report.rounds = static_cast<int64_t>(figures[3]);
+  report.eager_result_bytes = static_cast<int64_t>(figures[4]), report.result_bytes = static_cast<int64_t>(figures[5]);
+  report.changed = problem.apply();
+  report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  return report;
+}
+
+}  // namespace spsd::detail

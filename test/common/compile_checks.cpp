@@ -1,0 +1,63 @@
+#include "compile_checks.hpp"
+
+#include <random>
+
+#include "train/gpt.hpp"
+#include "train/text.hpp"
+
+namespace spsd_test {
+
+namespace {
+const examples::Corpus& compile_corpus() {
+  static const examples::Corpus c = examples::generated_corpus(4000, 5);
+  return c;
+}
+}  // namespace
+
+template <class C>
+CompiledRun gpt_compiled_run(const std::string& mode, const std::vector<int64_t>& ranks, int steps, bool compiled,
+                             spsd::CompileOptions options, GptSize size) {
+  using namespace spsd;
+  const examples::Corpus& text = compile_corpus();
+  const nn::Plan plan = examples::gpt_plan(mode);
+  const Placement placement = examples::gpt_placement(mode, ranks, "cpu");
+  const NdSbp tokens = nn::input_layout(plan);
+  const examples::GptConfig config{text.vocab_size(), size.context, size.dim, /*heads=*/4, /*layers=*/1,
+                                   /*dropout=*/0, /*tied=*/false};
+  examples::Gpt<float> model(config, {placement, 5000});
+  nn::parallelize(model, plan);
+  Adam<float> optimizer(model.parameters(), {.lr = 1e-2});
+  auto step = [&](const GlobalTensor<int64_t>& x, const GlobalTensor<int64_t>& y) {
+    optimizer.zero_grad();
+    const GlobalTensor<float> loss = cast<float>(cross_entropy(model.template forward<C>(x), y));
+    backward(loss);
+    optimizer.step();
+    return loss;
+  };
+  auto compiled_step = spsd::compile(step, options);
+  std::mt19937_64 batches(11);
+  CompiledRun run;
+  for (int s = 0; s < steps; ++s) {
+    const examples::TextBatch b = examples::draw_batch(text, size.batch, config.context, batches);
+    const GlobalTensor<int64_t> x = from_host(b.inputs, placement, tokens), y = from_host(b.targets, placement, tokens);
+    reset_comm_stats();
+    const GlobalTensor<float> loss = compiled ? compiled_step(x, y) : step(x, y);
+    synchronize();
+    run.last_step_sent = comm_stats().bytes_sent;
+    const double value = loss.item();
+    if (placement.contains(rank())) run.losses.push_back(value);
+  }
+  for (const auto& p : model.parameters()) {
+    const std::vector<float> v = p.full().to_vector();  // collective over the placement
+    if (placement.contains(rank())) run.parameters.emplace_back(v.begin(), v.end());
+  }
+  if (compiled) run.explanation = compiled_step.explain(), run.captures = compiled_step.captures();
+  return run;
+}
+
+template CompiledRun gpt_compiled_run<float>(const std::string&, const std::vector<int64_t>&, int, bool,
+                                             spsd::CompileOptions, GptSize);
+template CompiledRun gpt_compiled_run<spsd::bfloat16>(const std::string&, const std::vector<int64_t>&, int, bool,
+                                                      spsd::CompileOptions, GptSize);
+
+}  // namespace spsd_test

@@ -1,0 +1,44 @@
+// Compiled steps under mpirun (test/common/compile_checks.hpp): a replay equals eager bit for bit
+// (float32 and bfloat16), and the searched layouts train alike.
+#include <catch2/catch.hpp>
+
+#include <numeric>
+
+#include "compile_checks.hpp"
+
+namespace {
+std::vector<int64_t> world() {
+  std::vector<int64_t> r(static_cast<size_t>(spsd::world_size()));
+  std::iota(r.begin(), r.end(), int64_t{0});
+  return r;
+}
+std::vector<std::string> modes() {
+  const int n = spsd::world_size();
+  if (n == 1) return {"data"};
+  return n % 2 == 0 ? std::vector<std::string>{"data", "tensor", "2d"} : std::vector<std::string>{"data", "tensor"};
+}
+}  // namespace
+
+TEST_CASE("compile: a replayed GPT step equals eager bit for bit", "[mpi][compile]") {
+  for (const std::string& mode : modes()) {
+    const auto eager = spsd_test::gpt_compiled_run<float>(mode, world(), 3, false);
+    const auto replayed = spsd_test::gpt_compiled_run<float>(mode, world(), 3, true, {.search_layouts = false});
+    INFO(mode << ", rank " << spsd::rank() << " of " << spsd::world_size());
+    CHECK(replayed.losses == eager.losses);
+    CHECK(replayed.parameters == eager.parameters);
+  }
+  const auto eager = spsd_test::gpt_compiled_run<spsd::bfloat16>(modes().back(), world(), 3, false);
+  const auto replayed = spsd_test::gpt_compiled_run<spsd::bfloat16>(modes().back(), world(), 3, true, {.search_layouts = false});
+  CHECK(replayed.losses == eager.losses);
+  CHECK(replayed.parameters == eager.parameters);
+}
+
+TEST_CASE("compile: searched layouts train like eager's", "[mpi][compile]") {
+  for (const std::string& mode : modes()) {
+    const auto eager = spsd_test::gpt_compiled_run<float>(mode, world(), 3, false);
+    const auto searched = spsd_test::gpt_compiled_run<float>(mode, world(), 3, true);
+    INFO(mode << ", rank " << spsd::rank() << "\n" << searched.explanation);
+    REQUIRE(searched.losses.size() == eager.losses.size());
+    for (size_t s = 0; s < eager.losses.size(); ++s) CHECK(searched.losses[s] == Approx(eager.losses[s]).epsilon(1e-4));
+  }
+}

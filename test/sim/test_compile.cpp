@@ -1,0 +1,171 @@
+// Compiled steps under simulated ranks (compile/compile.hpp, test/common/compile_checks.hpp):
+// replay equals eager bit for bit in every mode, float32 and bfloat16; what cannot be replayed is
+// an Error at capture on every rank; another key captures again.
+#include <catch2/catch.hpp>
+
+#include <string>
+#include <vector>
+
+#include "compile_checks.hpp"
+#include "failures.hpp"
+#include "sim_helpers.hpp"
+
+using namespace spsd;
+
+namespace {
+
+std::vector<int64_t> first(int n) {
+  std::vector<int64_t> r(static_cast<size_t>(n));
+  for (int i = 0; i < n; ++i) r[static_cast<size_t>(i)] = i;
+  return r;
+}
+
+template <class C>
+void check_replay_equals_eager(const std::string& mode, int n) {
+  std::vector<spsd_test::CompiledRun> eager(n), replayed(n);
+  simulate(n, [&] {
+    eager[rank()] = spsd_test::gpt_compiled_run<C>(mode, first(n), 4, false);
+    replayed[rank()] = spsd_test::gpt_compiled_run<C>(mode, first(n), 4, true, {.search_layouts = false});
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO(mode << " on " << n << " ranks, rank " << r << "\n" << replayed[r].explanation);
+    REQUIRE(eager[r].losses.size() == 4);
+    CHECK(replayed[r].losses == eager[r].losses);          // bitwise
+    CHECK(replayed[r].parameters == eager[r].parameters);  // bitwise, after 3 replays
+    CHECK(replayed[r].captures == 1);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("compile: a replayed GPT step equals eager bit for bit, every mode, float32", "[compile]") {
+  check_replay_equals_eager<float>("data", 1);
+  check_replay_equals_eager<float>("data", 2);
+  check_replay_equals_eager<float>("tensor", 4);
+  check_replay_equals_eager<float>("2d", 4);
+  check_replay_equals_eager<float>("sequence", 2);
+}
+
+TEST_CASE("compile: a replayed GPT step equals eager bit for bit in bfloat16 on float32 masters", "[compile]") {
+  check_replay_equals_eager<bfloat16>("tensor", 4);
+  check_replay_equals_eager<bfloat16>("2d", 4);
+}
+
+TEST_CASE("compile: what a replay cannot repeat is an Error at capture on every rank", "[compile]") {
+  struct Case {
+    std::string what, expected;
+  };
+  const std::vector<Case> cases = {{"item", "item: cannot run inside a compiled step"},
+                                   {"full", "GlobalTensor::full: cannot run inside a compiled step"},
+                                   {"dropout", "dropout: cannot run inside a compiled step"},
+                                   {"copy_", "copy_: cannot run inside a compiled step"},
+                                   {"set_lr", "Adam.set_lr: cannot run inside a compiled step"},
+                                   {"accumulate", "backward: cannot run inside a compiled step"}};
+  for (const Case& c : cases) {
+    const std::vector<std::string> errors = spsd_test::errors_by_rank(2, [&] {
+      const Placement p("cpu", first(2));
+      GlobalTensor<float> w = randn<float>(Shape{4, 4}, p, NdSbp(std::vector<Sbp>{sbp::broadcast}), 7);
+      w.requires_grad_();
+      Adam<float> opt(std::vector<GlobalTensor<float>>{w}, {});
+      if (c.what == "accumulate") {  // a gradient from before the step, which backward would add to
+        backward(sum(w * w));
+      }
+      auto step = compile([&](const GlobalTensor<float>& x) {
+        GlobalTensor<float> y = matmul(x, w);
+        if (c.what == "item") (void)sum(y).item();
+        if (c.what == "full") (void)y.full();
+        if (c.what == "dropout") y = dropout(y, 0.5, 3);
+        if (c.what == "copy_") w.copy_(y);
+        if (c.what == "set_lr") opt.set_lr(0.5);
+        backward(sum(y));
+        return y;
+      });
+      step(randn<float>(Shape{4, 4}, p, NdSbp(std::vector<Sbp>{sbp::split(0)}), 8));
+    });
+    for (int r = 0; r < 2; ++r) {
+      INFO(c.what << ", rank " << r << ": " << errors[r]);
+      CHECK(errors[r].find(c.expected) != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("compile: a gradient not cleared between calls is an Error on every rank, not a silent overwrite",
+          "[compile]") {
+  const std::vector<std::string> errors = spsd_test::errors_by_rank(2, [&] {
+    const Placement p("cpu", first(2));
+    GlobalTensor<float> w = randn<float>(Shape{4, 4}, p, NdSbp(std::vector<Sbp>{sbp::broadcast}), 7);
+    w.requires_grad_();
+    auto step = compile([&](const GlobalTensor<float>& x) { backward(sum(matmul(x, w))); });
+    const GlobalTensor<float> x = randn<float>(Shape{4, 4}, p, NdSbp(std::vector<Sbp>{sbp::split(0)}), 8);
+    step(x);  // captures; the gradient is set
+    step(x);  // eager would add to it
+  });
+  for (int r = 0; r < 2; ++r) CHECK(errors[r].find("was not cleared before this call") != std::string::npos);
+}
+
+TEST_CASE("compile: another shape or layout captures again; each replays its own", "[compile]") {
+  const spsd_test::Failures failures = spsd_test::on_simulated_ranks(2, [](spsd_test::Failures& failed) {
+    const Placement p("cpu", first(2));
+    const GlobalTensor<float> w = randn<float>(Shape{4, 3}, p, NdSbp(std::vector<Sbp>{sbp::broadcast}), 7);
+    auto f = compile([&](const GlobalTensor<float>& x) { return relu(matmul(x, w)) * 2.0f; });
+    for (int round = 0; round < 2; ++round)
+      for (const auto& [rows, layout] : std::vector<std::pair<int64_t, Sbp>>{{4, sbp::split(0)}, {6, sbp::split(0)},
+                                                                            {4, sbp::broadcast}}) {
+        const GlobalTensor<float> x = randn<float>(Shape{rows, 4}, p, NdSbp(std::vector<Sbp>{layout}), 9 + round);
+        const std::vector<float> eager = (relu(matmul(x, w)) * 2.0f).full().to_vector();
+        const GlobalTensor<float> y = f(x);
+        if (y.shape() != Shape{rows, 3} || y.full().to_vector() != eager || y.requires_grad())
+          failed.add(detail::concat("rows ", rows, " ", layout, " round ", round, ": ", y.describe()));
+      }
+    if (f.captures() != 3) failed.add(detail::concat("captures ", f.captures()));
+  });
+  INFO(failures.report());
+  CHECK(failures.empty());
+}
+
+TEST_CASE("compile: explain() names each op's signature and the bytes beside eager's", "[compile]") {
+  std::vector<spsd_test::CompiledRun> runs(4);
+  simulate(4, [&] { runs[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, true, {.search_layouts = false}); });
+  const std::string& e = runs[0].explanation;
+  INFO(e);
+  CHECK(e.find("matmul") != std::string::npos);
+  CHECK(e.find("host step Adam") != std::string::npos);
+  CHECK(e.find("set gradient") != std::string::npos);
+  CHECK(e.find("bytes sent per step, busiest rank") != std::string::npos);
+}
+
+namespace {
+// The number after `key` in text, or -1.
+double number_after(const std::string& text, const std::string& key) {
+  const size_t at = text.find(key);
+  return at == std::string::npos ? -1 : std::stod(text.substr(at + key.size()));
+}
+}  // namespace
+
+// At a size where bandwidth, not latency, prices the boxing (dim 64, context 32, batch 8): the
+// search never predicts a slower step than eager's choices, what it predicts is what the replay
+// sends (comm_stats), and training goes as eager's up to rounding.
+TEST_CASE("compile: the joint search predicts no slower a step, sends what it predicts, trains alike", "[compile]") {
+  const spsd_test::GptSize size{64, 32, 8};
+  for (const auto& [mode, n] : std::vector<std::pair<std::string, int>>{{"tensor", 4}, {"2d", 4}, {"data", 2}}) {
+    std::vector<spsd_test::CompiledRun> eager(n), searched(n);
+    simulate(n, [&] {
+      eager[rank()] = spsd_test::gpt_compiled_run<float>(mode, first(n), 3, false, {}, size);
+      searched[rank()] = spsd_test::gpt_compiled_run<float>(mode, first(n), 3, true, {}, size);
+    });
+    const std::string& e = searched[0].explanation;
+    INFO(mode << " on " << n << " ranks\n" << e);
+    CHECK(e.find("layouts: searched jointly") != std::string::npos);
+    const double predicted = number_after(e, "; predicted "), eager_predicted = number_after(e, "against eager's ");
+    CHECK(predicted > 0);
+    CHECK(predicted <= eager_predicted);
+    int64_t busiest = 0;
+    for (int r = 0; r < n; ++r) busiest = std::max(busiest, searched[r].last_step_sent);
+    CHECK(busiest == static_cast<int64_t>(number_after(e, "bytes sent per step, busiest rank: ")));
+    for (int r = 0; r < n; ++r) {
+      REQUIRE(searched[r].losses.size() == eager[r].losses.size());
+      for (size_t s = 0; s < eager[r].losses.size(); ++s)
+        CHECK(searched[r].losses[s] == Approx(eager[r].losses[s]).epsilon(1e-4));
+    }
+  }
+}
