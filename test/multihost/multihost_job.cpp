@@ -15,7 +15,7 @@
 //
 // The looping modes print "ready" once the first round passed on every rank, and on the error
 // "multihost_job rank R on HOST: spsd::Error at T ms: ..." (T: CLOCK_REALTIME, for the script's
-// time to error). Exit status: 0 when every check passed, 1 otherwise.
+// time to error), also into $MULTIHOST_REPORT/rank-R.txt where that is set. Exit status: 0 when every check passed, 1 otherwise.
 #include <unistd.h>
 
 #include <algorithm>
@@ -123,10 +123,20 @@ int check_train() {
   return verdict(f.empty());
 }
 
+// Also into $MULTIHOST_REPORT/rank-R.txt (the hosts share the file system): a host cut off
+// cannot forward its ranks' output to mpirun.
 void report_error(const Error& e) {
-  std::fprintf(stderr, "multihost_job rank %d on %s: spsd::Error at %lld ms: %s\n", rank(), host_name().c_str(),
-               now_ms(), e.what());
+  const std::string line = "multihost_job rank " + std::to_string(rank()) + " on " + host_name() +
+                           ": spsd::Error at " + std::to_string(now_ms()) + " ms: " + e.what() + "\n";
+  std::fputs(line.c_str(), stderr);
   std::fflush(stderr);
+  if (const char* dir = std::getenv("MULTIHOST_REPORT")) {
+    const std::string path = std::string(dir) + "/rank-" + std::to_string(rank()) + ".txt";
+    if (std::FILE* f = std::fopen(path.c_str(), "a")) {
+      std::fputs(line.c_str(), f);
+      std::fclose(f);
+    }
+  }
 }
 
 void ready(int round) {
