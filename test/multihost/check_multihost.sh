@@ -28,7 +28,8 @@ status=$?
 [ $status -eq 77 ] && exit 77
 [ $status -eq 0 ] || fail "making the hosts (exit status $status)"
 
-# step NAME COMMAND...: runs one job (bounded: 240 s; the op suite took 75 s on a loaded 2-core machine), shows its output on failure.
+# step NAME COMMAND...: runs one job (bounded: 240 s; the op suite took 75 s on a loaded 2-core
+# machine), shows its output on failure.
 step() {
   local name=$1 start millis
   shift
