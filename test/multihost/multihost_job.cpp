@@ -15,7 +15,8 @@
 //
 // The looping modes print "ready" once the first round passed on every rank, and on the error
 // "multihost_job rank R on HOST: spsd::Error at T ms: ..." (T: CLOCK_REALTIME, for the script's
-// time to error), also into $MULTIHOST_REPORT/rank-R.txt where that is set. Exit status: 0 when every check passed, 1 otherwise.
+// time to error), also into $MULTIHOST_REPORT/rank-R.txt where that is set. Exit status: 0 when
+// every check passed, 1 otherwise.
 #include <unistd.h>
 
 #include <algorithm>
@@ -115,7 +116,8 @@ int check_train() {
   spsd_test::Failures f;
   const spsd_test::TrainTrace single = spsd_test::train_trace<double>("data", {0}, 3);
   const spsd_test::TrainTrace two_d = spsd_test::train_trace<double>("2d", world(), 3);
-  if (rank() == 0) spsd_test::expect_same_training<double>(f, "2d on " + std::to_string(world_size()) + " ranks", two_d, single);
+  if (rank() == 0)
+    spsd_test::expect_same_training<double>(f, "2d on " + std::to_string(world_size()) + " ranks", two_d, single);
   if (!f.empty()) std::fprintf(stderr, "multihost_job rank %d:\n%s", rank(), f.report().c_str());
   if (rank() == 0 && f.empty())
     std::printf("multihost_job: 3 steps of 2d training on %d ranks equal one process's (losses %.6f .. %.6f)\n",
