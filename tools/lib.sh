@@ -10,8 +10,10 @@ SPSD_BUILD_DIR=${SPSD_BUILD_DIR:-build}
 # CUDA is optional: Debian has no CUDA 12+, so it is used when /usr/local/cuda has it.
 # dataset-fashion-mnist: the data of examples/07_train_mlp and its tests (they fall back to a
 # generated stand-in without it). fortunes: the text examples/08_gpt trains on (same fallback).
+# iproute2 and nftables: the multihost tests' hosts, links and packet loss (tools/multihost).
 SPSD_PACKAGES=(meson ninja-build pkg-config g++ libboost-mpi-dev openmpi-bin libopenmpi-dev catch2
-               libopenblas-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev fortunes)
+               libopenblas-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev fortunes
+               iproute2 nftables)
 
 spsd_say() { printf 'tools/%s: %s\n' "${0##*/}" "$*" >&2; }
 

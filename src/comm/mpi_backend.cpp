@@ -145,7 +145,54 @@ MpiCommunicator::MpiCommunicator(boost::mpi::communicator comm, std::vector<int6
     : Communicator(std::move(world_ranks), comm.rank(), stats), comm_(std::move(comm)), timeout_(timeout) {}
 
 void MpiCommunicator::wait(MPI_Request& request, const char* op) {
-  if (!wait_bounded({&request, 1}, *timeout_, op)) throw_timeout(op, *timeout_, to_string(), "a rank died or diverged");
+  if (wait_bounded({&request, 1}, *timeout_, op)) return;
+  const std::vector<int64_t> silent = unanswered_probe(op);
+  const std::chrono::milliseconds bound = probe_bound();
+  throw_timeout(op, *timeout_, to_string(),
+                concat("a rank died or diverged; ",
+                       silent.empty() ? concat("every member answered a probe within ", bound.count() / 1000.0,
+                                               " s (they are waiting in another operation)")
+                                      : concat("no answer within ", bound.count() / 1000.0, " s from world ranks ",
+                                               join(silent), " (dead, stopped, unreachable or busy elsewhere)")));
+}
+
+std::chrono::milliseconds MpiCommunicator::probe_bound() const {
+  return std::min(*timeout_, std::chrono::milliseconds(1000));
+}
+
+// A collective cannot say which member it waits for: after its timeout each member sends every
+// other a word on a tag of its own and names those it hears nothing from within probe_bound().
+// Members whose waits timed out alike answer each other (their timeouts fire within the skew of
+// their arrivals); a dead, frozen or cut-off member does not. The job is aborted after a timeout,
+// so probe messages left unmatched never meet later traffic. Sends read a static word; receives
+// land in buffers kept for the process's life (MPI may still write them after the cancel).
+std::vector<int64_t> MpiCommunicator::unanswered_probe(const char* op) {
+  constexpr int kProbeTag = 31;
+  static const int64_t kWord = 0;
+  static std::vector<std::unique_ptr<int64_t[]>> sinks;
+  const int64_t n = size(), me = rank();
+  if (n == 1) return {};
+  sinks.push_back(std::make_unique<int64_t[]>(static_cast<size_t>(n)));
+  int64_t* sink = sinks.back().get();
+  std::vector<MPI_Request> requests;
+  std::vector<int64_t> peers;
+  for (int64_t p = 0; p < n; ++p)
+    if (p != me) {
+      requests.emplace_back();
+      peers.push_back(world_ranks()[p]);
+      check_mpi(MPI_Irecv(&sink[p], 1, MPI_INT64_T, static_cast<int>(p), kProbeTag, native(), &requests.back()), op);
+    }
+  const size_t receives = requests.size();
+  for (int64_t p = 0; p < n; ++p)
+    if (p != me) {
+      requests.emplace_back();
+      check_mpi(MPI_Isend(&kWord, 1, MPI_INT64_T, static_cast<int>(p), kProbeTag, native(), &requests.back()), op);
+    }
+  std::vector<int64_t> silent;
+  if (!wait_bounded(std::span(requests).first(receives), probe_bound(), op))
+    silent = pending_peers(std::span(requests).first(receives), peers);
+  abandon(requests, receives);
+  return silent;
 }
 
 // Count and displacement arrays stay alive until wait() returns: MPI reads them until completion.

@@ -35,8 +35,11 @@ class MpiCommunicator final : public Communicator {
   bool reduces_halves() const override { return false; }
 
  private:
-  // Waits (bounded) for the one request a nonblocking collective returned.
+  // Waits (bounded) for the one request a nonblocking collective returned; on a timeout the
+  // error names the members that do not answer a probe (unanswered_probe).
   void wait(MPI_Request& request, const char* op);
+  std::vector<int64_t> unanswered_probe(const char* op);
+  std::chrono::milliseconds probe_bound() const;
 
   boost::mpi::communicator comm_;
   const std::chrono::milliseconds* timeout_;  // the context's: set_timeout applies at once
