@@ -32,7 +32,8 @@ struct SearchReport {
   int64_t rounds = 0;             // sweeps until no move helped
   double eager_us = 0, found_us = 0, lower_bound_us = 0;  // the objective
   int64_t result_bytes = 0, eager_result_bytes = 0;       // per rank, the bytes of all results
-  double seconds = 0;
+  double seconds = 0;      // wall time of the whole search, with the rewrite and the broadcast
+  double cpu_seconds = 0;  // rank 0's thread CPU time searching (what other threads on its core leave out)
   std::string to_string() const;
 };
 
