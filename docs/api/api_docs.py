@@ -19,6 +19,7 @@ import sys
 
 HERE = pathlib.Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
+sys.dont_write_bytecode = True  # nothing written into the source tree
 import comment_filter  # noqa: E402
 
 # "Member f(int x) const (function) of class spsd::X is not documented." and

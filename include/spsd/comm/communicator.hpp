@@ -22,6 +22,7 @@ struct SendSpec {
   const void* data;
   int64_t count;
 };
+// One point-to-point receive of a grouped send_recv, into data; peer is a rank of the communicator.
 struct RecvSpec {
   int64_t peer;
   void* data;
@@ -52,6 +53,8 @@ struct CollectiveSpan {
 void set_collective_observer(void (*observer)(const CollectiveSpan&));
 }  // namespace detail
 
+// Collectives over a fixed, ordered set of world ranks, on untyped bytes with a DType and a
+// ReduceOp; the contract of its members is above the forward declaration.
 class Communicator {
  public:
   Communicator(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats);

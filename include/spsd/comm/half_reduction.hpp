@@ -20,6 +20,7 @@
 
 namespace spsd {
 
+// What a 16-bit float reduction puts on the wire: kNative 16-bit pieces, kFloat32Wire float32.
 enum class HalfReduction { kNative, kFloat32Wire };
 
 void set_half_reduction(HalfReduction mode);

@@ -10,6 +10,7 @@
 
 namespace spsd {
 
+// The collective a counter of comm_stats() is for.
 enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kSendRecv, kBarrier };
 inline constexpr int kNumCollectiveKinds = 7;
 

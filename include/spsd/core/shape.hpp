@@ -19,6 +19,7 @@ inline std::string join(const std::vector<int64_t>& values) {
 }
 }  // namespace detail
 
+// The extent of each axis of a tensor; a 0-d tensor's shape has no axis.
 class Shape {
  public:
   Shape() = default;  // 0-d: one element

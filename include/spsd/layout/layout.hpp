@@ -15,6 +15,7 @@
 
 namespace spsd {
 
+// Where a tensor lives and how it is laid out there: a placement and an NdSbp.
 struct Layout {
   Placement placement;
   NdSbp nd_sbp;

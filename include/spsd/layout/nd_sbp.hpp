@@ -9,6 +9,7 @@
 
 namespace spsd {
 
+// One Sbp per mesh axis of a placement.
 class NdSbp {
  public:
   NdSbp(Sbp s) : axes_{s} {}  // NOLINT: a 1-d Sbp is a 1-d NdSbp

@@ -15,6 +15,7 @@
 
 namespace spsd {
 
+// The memory space of a placement's tensors: host (cpu) or a GPU of each rank (cuda).
 enum class DeviceType { kCPU, kCUDA };
 
 constexpr std::string_view to_string(DeviceType t) { return t == DeviceType::kCPU ? "cpu" : "cuda"; }
@@ -26,6 +27,7 @@ inline DeviceType parse_device_type(std::string_view type) {
   detail::throw_error("Placement", "device type must be \"cpu\" or \"cuda\", got \"", type, "\"");
 }
 
+// A device type and an N-d mesh of world ranks, kept in the order given.
 class Placement {
  public:
   Placement(std::string_view type, std::initializer_list<int64_t> ranks)

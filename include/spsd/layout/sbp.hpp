@@ -10,8 +10,10 @@
 
 namespace spsd {
 
+// How a tensor maps onto one mesh axis: split along a tensor axis, broadcast, or partial.
 class Sbp {
  public:
+  // Which of the three an Sbp is.
   enum class Kind : uint8_t { kSplit, kBroadcast, kPartial };
 
   constexpr Sbp() = default;  // broadcast

@@ -10,6 +10,7 @@
 
 namespace spsd::nn {
 
+// Zeroes elements with probability p in training and scales the rest; the identity in eval().
 template <FloatingElement T>
 class Dropout : public Module<T> {
  public:

@@ -10,6 +10,7 @@
 
 namespace spsd::nn {
 
+// The rows of a (vocab, dim) weight table picked by integer ids.
 template <FloatingElement T>
 class Embedding : public Module<T> {
  public:

@@ -28,6 +28,7 @@ GlobalTensor<C> nn_norm_constant(const GlobalTensor<C>& x, int64_t dim, double v
 
 namespace spsd::nn {
 
+// layer_norm over the last axis, with parameters "weight" and "bias" when affine.
 template <FloatingElement T>
 class LayerNorm : public Module<T> {
  public:

@@ -13,6 +13,7 @@
 
 namespace spsd::nn {
 
+// y = x weight + bias over x's last axis, with the weight stored (in, out).
 template <FloatingElement T>
 class Linear : public Module<T> {
  public:

@@ -10,6 +10,7 @@
 
 namespace spsd::nn {
 
+// fc2(act(fc1(x))): a transformer block's feed-forward half.
 template <FloatingElement T>
 class MLP : public Module<T> {
  public:

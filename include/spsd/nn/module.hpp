@@ -49,6 +49,7 @@ struct Init {
   }
 };
 
+// The base of the layers: named parameters and child modules, train/eval, state dicts.
 template <FloatingElement T>
 class Module {
  public:

@@ -13,6 +13,7 @@
 
 namespace spsd::nn {
 
+// Self-attention with `heads` heads: projections "q", "k", "v" and "out".
 template <FloatingElement T>
 class MultiheadAttention : public Module<T> {
  public:

@@ -7,6 +7,7 @@
 
 namespace spsd::nn {
 
+// rms_norm over the last axis, with parameter "weight".
 template <FloatingElement T>
 class RMSNorm : public Module<T> {
  public:

@@ -15,8 +15,10 @@
 
 namespace spsd::nn {
 
+// The normalization of a TransformerBlock: LayerNorm or RMSNorm.
 enum class Norm { layer_norm, rms_norm };
 
+// The sizes and choices of a TransformerBlock.
 struct TransformerConfig {
   int64_t dim = 0, heads = 0, hidden = 0;  // hidden: the MLP's width (4 dim in GPT-2)
   double dropout = 0;                      // after attention and after the MLP, in training
@@ -50,6 +52,7 @@ class NormSlot {
   GlobalTensor<C> operator()(const GlobalTensor<C>& x) const { return layer_norm ? (*layer_norm)(x) : (*rms_norm)(x); }
 };
 
+// A pre-norm transformer block: x + drop(attn(ln1(x))), then x + drop(mlp(ln2(x))).
 template <FloatingElement T>
 class TransformerBlock : public Module<T> {
  public:

@@ -19,6 +19,7 @@
 
 namespace spsd {
 
+// Bytes and copies each way between host and device, and the host's waits for a device.
 struct DeviceTrafficCounts {
   int64_t host_to_device_bytes = 0;
   int64_t host_to_device_copies = 0;
@@ -32,6 +33,7 @@ struct DeviceTrafficCounts {
   friend std::ostream& operator<<(std::ostream& os, const DeviceTrafficCounts& c) { return os << c.to_string(); }
 };
 
+// This rank's host <-> device traffic, in total and by op (device_traffic()).
 struct DeviceTraffic {
   DeviceTrafficCounts total;
   // By the op that was running (its name as SPSD_LOG prints it; the boxing of its inputs

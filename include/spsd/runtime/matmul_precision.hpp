@@ -12,6 +12,7 @@
 
 namespace spsd {
 
+// kHighest: float32 products in float32; kHigh: TF32 allowed on GPUs.
 enum class MatmulPrecision { kHighest, kHigh };
 
 void set_matmul_precision(MatmulPrecision p);

@@ -11,6 +11,7 @@
 
 namespace spsd {
 
+// The process's (or a simulated rank's) state: world, rank, communicators, timeouts.
 class Runtime {
  public:
   Runtime();

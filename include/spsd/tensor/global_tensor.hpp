@@ -76,6 +76,7 @@ inline void check_defined(bool defined, std::string_view op, DType dtype) {
 
 }  // namespace detail
 
+// A logical tensor (global shape, placement, NdSbp) and this rank's piece of it.
 template <Element T>
 class GlobalTensor {
  public:

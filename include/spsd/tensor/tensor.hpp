@@ -12,6 +12,7 @@
 
 namespace spsd {
 
+// A dense row-major local tensor of T over shared Storage.
 template <Element T>
 class Tensor {
  public:
