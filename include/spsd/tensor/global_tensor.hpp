@@ -237,6 +237,7 @@ class GlobalTensor {
   bool defined_ = true;
 };
 
+// A text picture of which rank holds which block of t.
 template <Element T>
 std::string layout_diagram(const GlobalTensor<T>& t) {
   return layout_diagram(t.shape(), t.placement(), t.nd_sbp());
