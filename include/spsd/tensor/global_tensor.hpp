@@ -98,6 +98,7 @@ class GlobalTensor {
   GlobalTensor() : placement_(detail::undefined_placement()), nd_sbp_(sbp::broadcast), defined_(false) {}
   bool defined() const { return defined_; }
 
+  // Its global shape, placement, layout and element type (spsd::Error on an undefined tensor).
   const Shape& shape() const {
     detail::check_defined(defined_, "GlobalTensor::shape", dtype_of<T>);
     return shape_;
