@@ -140,7 +140,9 @@ def filter_lines(lines):
         if line.comment.startswith('///'):
             continue
         tail = line.code.rstrip()
-        if tail.endswith((';', ',')) or re.fullmatch(r'\s*\w+(\s*=\s*[^{}]*)?', tail):
+        # A declaration, an enumerator, or a whole inline function on the line (f() { ... }).
+        one_line_body = tail.endswith('}') and line.after == line.before and '{' in tail
+        if tail.endswith((';', ',')) or one_line_body or re.fullmatch(r'\s*\w+(\s*=\s*[^{}]*)?', tail):
             out[idx] = out[idx][:len(line.code)] + '///<' + line.comment[2:]
     # The markers go in last: they shift the columns the conversions above count on.
     for first, last in groups:

@@ -57,6 +57,7 @@ void set_collective_observer(void (*observer)(const CollectiveSpan&));
 // ReduceOp; the contract of its members is above the forward declaration.
 class Communicator {
  public:
+  // Over world_ranks, this process being world_ranks[my_index]; it counts into stats. Not copyable.
   Communicator(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats);
   virtual ~Communicator() = default;
   Communicator(const Communicator&) = delete;
@@ -67,6 +68,8 @@ class Communicator {
   const std::vector<int64_t>& world_ranks() const { return world_ranks_; }
   std::string to_string() const;  // "communicator(world ranks [0, 2], rank 1)"
 
+  // The collectives, as MPI's and NCCL's of the same names (the contract above the forward
+  // declaration); "_v" forms take a count per member.
   void all_reduce(const void* send, void* recv, int64_t count, DType, ReduceOp);
   void reduce_scatter(const void* send, void* recv, int64_t recv_count, DType, ReduceOp);
   void reduce_scatter_v(const void* send, void* recv, std::span<const int64_t> recv_counts, DType, ReduceOp);

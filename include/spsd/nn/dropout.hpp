@@ -16,6 +16,7 @@ class Dropout : public Module<T> {
  public:
   double p;
 
+  // Drops with probability p, in [0, 1).
   explicit Dropout(double p) : p(p) {
     SPSD_CHECK(p >= 0 && p < 1, "nn::Dropout", "needs a probability p in [0, 1), got ", p);
   }

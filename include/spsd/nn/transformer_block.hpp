@@ -40,6 +40,7 @@ class NormSlot {
   std::optional<LayerNorm<T>> layer_norm;
   std::optional<RMSNorm<T>> rms_norm;
 
+  // Makes the norm layer named by norm.
   NormSlot(Init& init, Norm norm, int64_t dim, double eps) {
     if (norm == Norm::layer_norm) layer_norm.emplace(init, dim, eps);
     else rms_norm.emplace(init, dim, eps);
@@ -47,6 +48,7 @@ class NormSlot {
   NormSlot(const NormSlot&) = delete;
   NormSlot& operator=(const NormSlot&) = delete;
 
+  // The layer made, as a module; applying the slot applies it.
   Module<T>& module() { return layer_norm ? static_cast<Module<T>&>(*layer_norm) : *rms_norm; }
   template <FloatingElement C>
   GlobalTensor<C> operator()(const GlobalTensor<C>& x) const { return layer_norm ? (*layer_norm)(x) : (*rms_norm)(x); }
@@ -63,6 +65,7 @@ class TransformerBlock : public Module<T> {
   MLP<T> mlp;
   Dropout<T> drop;
 
+  // A block of the sizes in c, its parameters drawn from init.
   TransformerBlock(Init& init, const TransformerConfig& c)
       : config(checked(c)),
         ln1(init, c.norm, c.dim, c.norm_eps),

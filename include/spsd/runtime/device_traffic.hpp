@@ -27,6 +27,7 @@ struct DeviceTrafficCounts {
   int64_t device_to_host_copies = 0;
   int64_t synchronizations = 0;  // the host waited for work on a device stream
 
+  // Whether every counter is 0; a one-line summary; == compares every counter.
   bool empty() const { return *this == DeviceTrafficCounts{}; }
   std::string to_string() const;
   friend bool operator==(const DeviceTrafficCounts&, const DeviceTrafficCounts&) = default;
