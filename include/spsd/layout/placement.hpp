@@ -56,6 +56,7 @@ class Placement {
     p.device_type_ = device;
     return p;
   }
+  // The mesh, its number of ranks, its ranks in row-major order, and whether rank is one of them.
   const Shape& mesh() const { return mesh_; }
   int64_t size() const { return list_->size(); }
   const std::vector<int64_t>& ranks() const { return list_->ranks(); }
