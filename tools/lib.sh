@@ -11,9 +11,11 @@ SPSD_BUILD_DIR=${SPSD_BUILD_DIR:-build}
 # dataset-fashion-mnist: the data of examples/07_train_mlp and its tests (they fall back to a
 # generated stand-in without it). fortunes: the text examples/08_gpt trains on (same fallback).
 # iproute2 and nftables: the multihost tests' hosts, links and packet loss (tools/multihost).
+# cmake: the install test's CMake consumer (find_package(spsd)). doxygen: the `docs` target, the
+# API reference (docs/build.md), and the test that every public entity has a comment.
 SPSD_PACKAGES=(meson ninja-build pkg-config g++ libboost-mpi-dev openmpi-bin libopenmpi-dev catch2
                libopenblas-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev fortunes
-               iproute2 nftables)
+               iproute2 nftables cmake doxygen)
 
 spsd_say() { printf 'tools/%s: %s\n' "${0##*/}" "$*" >&2; }
 

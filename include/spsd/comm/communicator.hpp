@@ -22,6 +22,7 @@ struct SendSpec {
   const void* data;
   int64_t count;
 };
+// One point-to-point receive of a grouped send_recv, into data; peer is a rank of the communicator.
 struct RecvSpec {
   int64_t peer;
   void* data;
@@ -52,8 +53,11 @@ struct CollectiveSpan {
 void set_collective_observer(void (*observer)(const CollectiveSpan&));
 }  // namespace detail
 
+// Collectives over a fixed, ordered set of world ranks, on untyped bytes with a DType and a
+// ReduceOp; the contract of its members is above the forward declaration.
 class Communicator {
  public:
+  // Over world_ranks, this process being world_ranks[my_index]; it counts into stats. Not copyable.
   Communicator(std::vector<int64_t> world_ranks, int64_t my_index, CommStats* stats);
   virtual ~Communicator() = default;
   Communicator(const Communicator&) = delete;
@@ -64,6 +68,8 @@ class Communicator {
   const std::vector<int64_t>& world_ranks() const { return world_ranks_; }
   std::string to_string() const;  // "communicator(world ranks [0, 2], rank 1)"
 
+  // The collectives, as MPI's and NCCL's of the same names (the contract above the forward
+  // declaration); "_v" forms take a count per member.
   void all_reduce(const void* send, void* recv, int64_t count, DType, ReduceOp);
   void reduce_scatter(const void* send, void* recv, int64_t recv_count, DType, ReduceOp);
   void reduce_scatter_v(const void* send, void* recv, std::span<const int64_t> recv_counts, DType, ReduceOp);

@@ -20,8 +20,10 @@
 
 namespace spsd {
 
+// What a 16-bit float reduction puts on the wire: kNative 16-bit pieces, kFloat32Wire float32.
 enum class HalfReduction { kNative, kFloat32Wire };
 
+// Sets or reads the process-wide wire format of 16-bit float reductions (kNative by default).
 void set_half_reduction(HalfReduction mode);
 HalfReduction half_reduction();
 

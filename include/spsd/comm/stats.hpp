@@ -10,9 +10,11 @@
 
 namespace spsd {
 
+// The collective a counter of comm_stats() is for.
 enum class CollectiveKind { kAllReduce, kReduceScatter, kAllGather, kAllToAll, kBroadcast, kSendRecv, kBarrier };
 inline constexpr int kNumCollectiveKinds = 7;
 
+// "all_reduce", "reduce_scatter", ...: the collective's name.
 constexpr std::string_view to_string(CollectiveKind k) {
   constexpr std::string_view names[] = {"all_reduce", "reduce_scatter", "all_gather", "all_to_all",
                                         "broadcast",  "send_recv",      "barrier"};
@@ -29,11 +31,13 @@ struct CommStats {
   int64_t collectives = 0;  // calls of any communicator operation, barrier and send_recv included
   std::array<int64_t, kNumCollectiveKinds> calls{};  // the same calls, by kind
 
+  // The calls of one kind.
   int64_t calls_of(CollectiveKind k) const {
     const int i = static_cast<int>(k);
     SPSD_CHECK(i >= 0 && i < kNumCollectiveKinds, "CommStats::calls_of", "invalid collective kind value ", i);
     return calls[i];
   }
+  // A one-line summary of the counters; == compares every counter.
   std::string to_string() const {
     std::string s = "sent " + std::to_string(bytes_sent) + " B, received " + std::to_string(bytes_received) +
                     " B, " + std::to_string(messages) + " messages, " + std::to_string(collectives) + " calls";

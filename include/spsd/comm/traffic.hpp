@@ -16,6 +16,7 @@ inline void check_member(std::string_view op, std::string_view what, int64_t n, 
   SPSD_CHECK(n >= 1 && r >= 0 && r < n, op, what, " ", r, " is not one of the ", n, " members");
 }
 
+// One rank's elements sent and received in one collective.
 struct Traffic {
   int64_t sent = 0, received = 0;  // elements; a rank's copy to itself is not traffic
 };

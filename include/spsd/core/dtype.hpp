@@ -41,6 +41,7 @@ concept Element = requires { detail::DTypeOf<T>::value; };
 template <Element T>
 inline constexpr DType dtype_of = detail::DTypeOf<T>::value;
 
+// Bytes per element.
 constexpr int64_t size_of(DType t) {
   switch (t) {
     case DType::kBool: return 1;
@@ -57,8 +58,10 @@ constexpr bool allows_partial(DType t) { return t != DType::kBool; }
 // The 16-bit floating types: stored in 2 bytes, computed in float (core/half.hpp).
 constexpr bool is_half(DType t) { return t == DType::kBFloat16 || t == DType::kFloat16; }
 
+// float32, float64, bfloat16 or float16.
 constexpr bool is_floating(DType t) { return t == DType::kFloat32 || t == DType::kFloat64 || is_half(t); }
 
+// "float32", "int64", ...: the type's name, which operator<< prints too.
 constexpr std::string_view to_string(DType t) {
   switch (t) {
     case DType::kFloat32: return "float32";

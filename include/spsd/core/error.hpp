@@ -19,6 +19,7 @@ std::string last_error();
 // Every error the library reports. The message reads "operation: what is wrong, with values".
 class Error : public std::runtime_error {
  public:
+  // An error whose message is what; the process keeps the last one's text (detail::last_error).
   explicit Error(const std::string& what) : std::runtime_error(what) { detail::note_error(this->what()); }
   explicit Error(const char* what) : std::runtime_error(what) { detail::note_error(this->what()); }
 };

@@ -91,6 +91,7 @@ struct FromBits {};
 
 }  // namespace detail
 
+// bfloat16: 8 exponent bits and 7 mantissa bits, the high half of a float32.
 struct bfloat16 {
   uint16_t bits = 0;
 
@@ -108,6 +109,7 @@ struct bfloat16 {
   SPSD_HOST_DEVICE static constexpr bfloat16 from_bits(uint16_t b) { return {detail::FromBits{}, b}; }
 };
 
+// float16: IEEE binary16, 5 exponent bits and 10 mantissa bits.
 struct float16 {
   uint16_t bits = 0;
 

@@ -14,6 +14,7 @@
 
 namespace spsd {
 
+// The reduction of a partial layout and of the collectives that resolve it.
 enum class ReduceOp { kSum, kMax, kMin };
 
 // False for values cast from integers that name no enumerator (checked where they enter: the

@@ -19,12 +19,15 @@ inline std::string join(const std::vector<int64_t>& values) {
 }
 }  // namespace detail
 
+// The extent of each axis of a tensor; a 0-d tensor's shape has no axis.
 class Shape {
  public:
   Shape() = default;  // 0-d: one element
+  // From the extents, each >= 0.
   Shape(std::initializer_list<int64_t> dims) : dims_(dims) { validate(); }
   explicit Shape(std::vector<int64_t> dims) : dims_(std::move(dims)) { validate(); }
 
+  // The number of axes, the extent of one (out of range: spsd::Error), and the element count.
   int64_t ndim() const { return static_cast<int64_t>(dims_.size()); }
   int64_t operator[](int64_t axis) const { return dims_.at(checked_axis(axis)); }
   int64_t& operator[](int64_t axis) { return dims_.at(checked_axis(axis)); }
@@ -33,6 +36,7 @@ class Shape {
     for (int64_t d : dims_) n *= d;
     return n;
   }
+  // The extents, in order.
   const std::vector<int64_t>& dims() const { return dims_; }
   auto begin() const { return dims_.begin(); }
   auto end() const { return dims_.end(); }

@@ -71,6 +71,7 @@ struct CheckpointIoStats {
   int64_t bytes_read = 0;     // data files only (every rank also reads the manifest)
   int64_t files_read = 0;     // data files opened for reading
 };
+// This rank's counters, and their reset to zero.
 CheckpointIoStats checkpoint_io_stats();
 void reset_checkpoint_io_stats();
 

@@ -40,6 +40,7 @@ constexpr CompareOp mirrored(CompareOp op) {
   }
 }
 
+// The element predicate CompareOp K names, for the cpu and CUDA kernels alike.
 template <CompareOp K>
 struct Compare {
   template <class C>

@@ -15,6 +15,7 @@
 
 namespace spsd {
 
+// Where a tensor lives and how it is laid out there: a placement and an NdSbp.
 struct Layout {
   Placement placement;
   NdSbp nd_sbp;
@@ -63,6 +64,7 @@ inline const NdSbp& normalize_axes(const NdSbp& nd_sbp, int64_t ndim, std::optio
   return has_negative_axis(nd_sbp) ? storage.emplace(normalize_axes(nd_sbp, ndim)) : nd_sbp;
 }
 
+// Whether nd_sbp is a valid layout of a tensor of this shape on this mesh.
 inline bool fits(const Shape& shape, const Shape& mesh, const NdSbp& nd_sbp) {
   return detail::misfit(shape, mesh, nd_sbp) == detail::kFits;
 }

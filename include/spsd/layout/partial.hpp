@@ -24,6 +24,8 @@ inline std::vector<int64_t> coords_for(std::string_view op, const Placement& pla
 }
 }  // namespace detail
 
+// Whether rank holds the value when spsd makes this partial layout from whole values (its
+// coordinate is 0 on every partial axis), not an identity (above).
 inline bool holds_partial_value(const Placement& placement, const NdSbp& nd_sbp, int64_t rank) {
   std::vector<int64_t> coords = detail::coords_for("holds_partial_value", placement, nd_sbp, rank);
   for (size_t a = 0; a < nd_sbp.size(); ++a)

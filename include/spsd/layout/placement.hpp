@@ -15,19 +15,25 @@
 
 namespace spsd {
 
+// The memory space of a placement's tensors: host (cpu) or a GPU of each rank (cuda).
 enum class DeviceType { kCPU, kCUDA };
 
+// "cpu" or "cuda".
 constexpr std::string_view to_string(DeviceType t) { return t == DeviceType::kCPU ? "cpu" : "cuda"; }
 inline std::ostream& operator<<(std::ostream& os, DeviceType t) { return os << to_string(t); }
 
+// The device type named "cpu" or "cuda"; anything else is an spsd::Error.
 inline DeviceType parse_device_type(std::string_view type) {
   if (type == "cpu") return DeviceType::kCPU;
   if (type == "cuda") return DeviceType::kCUDA;
   detail::throw_error("Placement", "device type must be \"cpu\" or \"cuda\", got \"", type, "\"");
 }
 
+// A device type and an N-d mesh of world ranks, kept in the order given.
 class Placement {
  public:
+  // A 1-d mesh of ranks, a 2-d mesh of rows, or ranks in row-major order on a given mesh; type is
+  // "cpu" or "cuda". Ranks must be distinct and non-negative, and the mesh must hold them all.
   Placement(std::string_view type, std::initializer_list<int64_t> ranks)
       : Placement(type, std::vector<int64_t>(ranks)) {}
   Placement(std::string_view type, std::initializer_list<std::initializer_list<int64_t>> rows)
@@ -42,6 +48,7 @@ class Placement {
     list_ = detail::RankList::intern(std::move(ranks));  // checks the ranks themselves
   }
 
+  // The memory space.
   DeviceType device_type() const { return device_type_; }
   // The same ranks and mesh in another memory space (shares the rank list: no copy).
   Placement with_device_type(DeviceType device) const {
@@ -49,6 +56,7 @@ class Placement {
     p.device_type_ = device;
     return p;
   }
+  // The mesh, its number of ranks, its ranks in row-major order, and whether rank is one of them.
   const Shape& mesh() const { return mesh_; }
   int64_t size() const { return list_->size(); }
   const std::vector<int64_t>& ranks() const { return list_->ranks(); }
@@ -59,6 +67,7 @@ class Placement {
   // Row-major position of rank in the mesh, or -1.
   int64_t position(int64_t rank) const { return list_->position(rank); }
 
+  // rank's coordinates on the mesh (a rank outside: spsd::Error).
   std::vector<int64_t> coords(int64_t rank) const {
     int64_t pos = position(rank);
     SPSD_CHECK(pos >= 0, "Placement::coords", "rank ", rank, " is not in ", to_string());
@@ -70,6 +79,7 @@ class Placement {
     return c;
   }
 
+  // The rank at these mesh coordinates (outside the mesh: spsd::Error).
   int64_t rank_at(const std::vector<int64_t>& coords) const {
     SPSD_CHECK(static_cast<int64_t>(coords.size()) == mesh_.ndim(), "Placement::rank_at", "coords ",
                detail::join(coords), " do not match mesh ", mesh_);

@@ -10,8 +10,10 @@
 
 namespace spsd {
 
+// How a tensor maps onto one mesh axis: split along a tensor axis, broadcast, or partial.
 class Sbp {
  public:
+  // Which of the three an Sbp is.
   enum class Kind : uint8_t { kSplit, kBroadcast, kPartial };
 
   constexpr Sbp() = default;  // broadcast
@@ -25,6 +27,7 @@ class Sbp {
     return Sbp(Kind::kPartial, 0, op);
   }
 
+  // The kind; the split axis and the partial reduction, which throw for any other kind.
   constexpr Kind kind() const { return kind_; }
   constexpr bool is_split() const { return kind_ == Kind::kSplit; }
   constexpr bool is_broadcast() const { return kind_ == Kind::kBroadcast; }
@@ -38,6 +41,7 @@ class Sbp {
     return op_;
   }
 
+  // "S(0)", "B", "P(sum)"; == compares what matters for the kind (not a broadcast's axis).
   std::string to_string() const {
     switch (kind_) {
       case Kind::kSplit: return "S(" + std::to_string(axis_) + ")";
@@ -59,11 +63,13 @@ class Sbp {
 };
 
 namespace sbp {
+// S(axis): split along a tensor axis (negative counts from the end).
 inline Sbp split(int64_t axis) { return Sbp::make_split(axis); }
 inline constexpr Sbp broadcast = Sbp::make_broadcast();
 inline constexpr Sbp partial_sum = Sbp::make_partial(ReduceOp::kSum);
 inline constexpr Sbp partial_max = Sbp::make_partial(ReduceOp::kMax);
 inline constexpr Sbp partial_min = Sbp::make_partial(ReduceOp::kMin);
+// P(op): each rank holds a partial value; the tensor is their reduction by op.
 inline Sbp partial(ReduceOp op) { return Sbp::make_partial(op); }
 }  // namespace sbp
 

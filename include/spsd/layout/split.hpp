@@ -16,6 +16,7 @@ namespace spsd {
 struct Box {
   std::vector<int64_t> begin, end;
 
+  // Its number of axes, extents (negative ones as 0), element count, and whether it has none.
   int64_t ndim() const { return static_cast<int64_t>(begin.size()); }
   Shape shape() const {
     std::vector<int64_t> dims(begin.size());
@@ -39,6 +40,7 @@ struct Box {
   friend std::ostream& operator<<(std::ostream& os, const Box& b) { return os << b.to_string(); }
 };
 
+// The box of a whole tensor of this shape.
 inline Box full_box(const Shape& shape) { return Box{std::vector<int64_t>(shape.ndim(), 0), shape.dims()}; }
 
 // The common part of two boxes (empty extents are clamped to begin == end).
@@ -64,8 +66,10 @@ inline int64_t overlap(const Box& a, const Box& b) {
 // Part k of n elements split into `parts`: the first n % parts parts get one more element.
 struct Range {
   int64_t begin, end;
+  // end - begin.
   int64_t size() const { return end - begin; }
 };
+// Part k of the balanced split of n; balanced_split gives every part's size.
 inline Range balanced_range(int64_t n, int64_t parts, int64_t k) {
   SPSD_CHECK(n >= 0 && parts >= 1 && k >= 0 && k < parts, "balanced_range", "cannot take part ", k, " of ", n,
              " elements split into ", parts, " parts");
@@ -171,6 +175,7 @@ inline std::vector<Box> boxes_of(const Shape& shape, const Placement& placement,
   return boxes;
 }
 
+// box_of and boxes_of for a Layout.
 inline Box box_of(const Shape& global, const Layout& layout, int64_t rank) {
   return box_of(global, layout.placement, layout.nd_sbp, rank);
 }
@@ -178,6 +183,7 @@ inline std::vector<Box> boxes_of(const Shape& shape, const Layout& layout) {
   return boxes_of(shape, layout.placement, layout.nd_sbp);
 }
 
+// The shape of rank's piece of a global tensor in this layout.
 inline Shape local_shape(const Shape& global, const Placement& placement, const NdSbp& given, int64_t rank) {
   std::optional<NdSbp> storage;
   const NdSbp& nd_sbp = normalize_axes(given, global.ndim(), storage);

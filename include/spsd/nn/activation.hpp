@@ -7,6 +7,7 @@
 
 namespace spsd::nn {
 
+// The activation an nn::MLP applies between its two layers.
 enum class Activation {
   gelu,       // x Phi(x), exact (erf): torch's default
   gelu_tanh,  // the tanh approximation (GPT-2)

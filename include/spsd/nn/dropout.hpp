@@ -10,11 +10,13 @@
 
 namespace spsd::nn {
 
+// Zeroes elements with probability p in training and scales the rest; the identity in eval().
 template <FloatingElement T>
 class Dropout : public Module<T> {
  public:
   double p;
 
+  // Drops with probability p, in [0, 1).
   explicit Dropout(double p) : p(p) {
     SPSD_CHECK(p >= 0 && p < 1, "nn::Dropout", "needs a probability p in [0, 1), got ", p);
   }

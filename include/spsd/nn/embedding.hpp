@@ -10,16 +10,19 @@
 
 namespace spsd::nn {
 
+// The rows of a (vocab, dim) weight table picked by integer ids.
 template <FloatingElement T>
 class Embedding : public Module<T> {
  public:
   typename Module<T>::Parameter weight;  // (vocab, dim)
 
+  // A (vocab, dim) table drawn from normal(0, std).
   Embedding(Init& init, int64_t vocab, int64_t dim, double std = 1.0)
       : weight(init.normal<T>({checked(vocab, dim, std), dim}, std)) {
     this->register_parameter("weight", weight);
   }
 
+  // The table's size.
   int64_t vocab() const { return weight.shape()[0]; }
   int64_t dim() const { return weight.shape()[1]; }
 

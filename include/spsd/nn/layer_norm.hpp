@@ -28,6 +28,7 @@ GlobalTensor<C> nn_norm_constant(const GlobalTensor<C>& x, int64_t dim, double v
 
 namespace spsd::nn {
 
+// layer_norm over the last axis, with parameters "weight" and "bias" when affine.
 template <FloatingElement T>
 class LayerNorm : public Module<T> {
  public:
@@ -35,6 +36,7 @@ class LayerNorm : public Module<T> {
   std::optional<Parameter> weight, bias;  // (dim), when affine
   double eps;
 
+  // Over a last axis of dim; weight ones and bias zeros when affine.
   LayerNorm(Init& init, int64_t dim, double eps = 1e-5, bool affine = true)
       : weight(checked(dim, eps, affine) ? std::optional(init.constant<T>({dim}, 1)) : std::nullopt),
         bias(affine ? std::optional(init.constant<T>({dim}, 0)) : std::nullopt),
@@ -45,8 +47,10 @@ class LayerNorm : public Module<T> {
     this->register_parameter("bias", *bias);
   }
 
+  // The normalized extent.
   int64_t dim() const { return dim_; }
 
+  // The layer applied to x (parameters cast to x's type C).
   template <FloatingElement C>
   GlobalTensor<C> forward(const GlobalTensor<C>& x) const {
     spsd::detail::check_nn_norm_input("nn::LayerNorm", x.shape(), dim_);

@@ -13,6 +13,7 @@
 
 namespace spsd::nn {
 
+// y = x weight + bias over x's last axis, with the weight stored (in, out).
 template <FloatingElement T>
 class Linear : public Module<T> {
  public:
@@ -32,6 +33,7 @@ class Linear : public Module<T> {
     if (bias) this->register_parameter("bias", *bias);
   }
 
+  // The weight's (in, out).
   int64_t in_features() const { return in_; }
   int64_t out_features() const { return out_; }
 

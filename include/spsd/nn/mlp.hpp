@@ -10,6 +10,7 @@
 
 namespace spsd::nn {
 
+// fc2(act(fc1(x))): a transformer block's feed-forward half.
 template <FloatingElement T>
 class MLP : public Module<T> {
  public:
@@ -25,6 +26,7 @@ class MLP : public Module<T> {
     this->register_module("fc2", fc2);
   }
 
+  // fc2(act(fc1(x))).
   template <FloatingElement C>
   GlobalTensor<C> forward(const GlobalTensor<C>& x) const {
     return this->at_output_boundary(fc2(activate(fc1(this->at_input_boundary(x)), activation)));

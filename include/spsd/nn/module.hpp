@@ -49,6 +49,7 @@ struct Init {
   }
 };
 
+// The base of the layers: named parameters and child modules, train/eval, state dicts.
 template <FloatingElement T>
 class Module {
  public:
@@ -103,6 +104,7 @@ class Module {
   struct BoundaryLayouts {
     std::vector<std::optional<Sbp>> input, output;
   };
+  // Pins, or reads, the layouts above.
   void set_boundary_layouts(BoundaryLayouts b) { boundary_ = std::move(b); }
   const BoundaryLayouts& boundary_layouts() const { return boundary_; }
 
@@ -175,12 +177,14 @@ template <FloatingElement T, class M>
 class ModuleList : public Module<T> {
  public:
   ModuleList() = default;
+  // Appends a module made from args, registered under its index.
   template <class... Args>
   M& emplace_back(Args&&... args) {
     items_.push_back(std::make_unique<M>(std::forward<Args>(args)...));
     this->register_module(std::to_string(items_.size() - 1), *items_.back());
     return *items_.back();
   }
+  // The number of modules, one by index (out of range: std::out_of_range), and iteration.
   size_t size() const { return items_.size(); }
   M& operator[](size_t i) { return *items_.at(i); }
   const M& operator[](size_t i) const { return *items_.at(i); }

@@ -13,6 +13,7 @@
 
 namespace spsd::nn {
 
+// Self-attention with `heads` heads: projections "q", "k", "v" and "out".
 template <FloatingElement T>
 class MultiheadAttention : public Module<T> {
  public:
@@ -35,10 +36,12 @@ class MultiheadAttention : public Module<T> {
     this->register_module("out", out);
   }
 
+  // The model width, the head count, and whether a query sees only keys at or before its position.
   int64_t dim() const { return dim_; }
   int64_t heads() const { return heads_; }
   bool causal() const { return causal_; }
 
+  // Self-attention of x (batch, seq, dim).
   template <FloatingElement C>
   GlobalTensor<C> forward(const GlobalTensor<C>& x) const {
     const Shape& s = x.shape();

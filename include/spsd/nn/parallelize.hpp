@@ -126,6 +126,7 @@ inline void check_plan_used(const Plan& plan, const PlanUse& use, const std::vec
 
 }  // namespace detail
 
+// Lays model's parameters out as plan says (the top of this file).
 template <FloatingElement T>
 void parallelize(Module<T>& model, const Plan& plan) {
   auto slots = model.parameter_slots();

@@ -7,6 +7,7 @@
 
 namespace spsd::nn {
 
+// rms_norm over the last axis, with parameter "weight".
 template <FloatingElement T>
 class RMSNorm : public Module<T> {
  public:
@@ -18,8 +19,10 @@ class RMSNorm : public Module<T> {
     this->register_parameter("weight", weight);
   }
 
+  // The normalized extent.
   int64_t dim() const { return dim_; }
 
+  // The layer applied to x (the weight cast to x's type C).
   template <FloatingElement C>
   GlobalTensor<C> forward(const GlobalTensor<C>& x) const {
     spsd::detail::check_nn_norm_input("nn::RMSNorm", x.shape(), dim_);

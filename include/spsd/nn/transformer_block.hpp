@@ -15,8 +15,10 @@
 
 namespace spsd::nn {
 
+// The normalization of a TransformerBlock: LayerNorm or RMSNorm.
 enum class Norm { layer_norm, rms_norm };
 
+// The sizes and choices of a TransformerBlock.
 struct TransformerConfig {
   int64_t dim = 0, heads = 0, hidden = 0;  // hidden: the MLP's width (4 dim in GPT-2)
   double dropout = 0;                      // after attention and after the MLP, in training
@@ -38,6 +40,7 @@ class NormSlot {
   std::optional<LayerNorm<T>> layer_norm;
   std::optional<RMSNorm<T>> rms_norm;
 
+  // Makes the norm layer named by norm.
   NormSlot(Init& init, Norm norm, int64_t dim, double eps) {
     if (norm == Norm::layer_norm) layer_norm.emplace(init, dim, eps);
     else rms_norm.emplace(init, dim, eps);
@@ -45,11 +48,13 @@ class NormSlot {
   NormSlot(const NormSlot&) = delete;
   NormSlot& operator=(const NormSlot&) = delete;
 
+  // The layer made, as a module; applying the slot applies it.
   Module<T>& module() { return layer_norm ? static_cast<Module<T>&>(*layer_norm) : *rms_norm; }
   template <FloatingElement C>
   GlobalTensor<C> operator()(const GlobalTensor<C>& x) const { return layer_norm ? (*layer_norm)(x) : (*rms_norm)(x); }
 };
 
+// A pre-norm transformer block: x + drop(attn(ln1(x))), then x + drop(mlp(ln2(x))).
 template <FloatingElement T>
 class TransformerBlock : public Module<T> {
  public:
@@ -60,6 +65,7 @@ class TransformerBlock : public Module<T> {
   MLP<T> mlp;
   Dropout<T> drop;
 
+  // A block of the sizes in c, its parameters drawn from init.
   TransformerBlock(Init& init, const TransformerConfig& c)
       : config(checked(c)),
         ln1(init, c.norm, c.dim, c.norm_eps),

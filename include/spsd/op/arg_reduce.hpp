@@ -79,11 +79,13 @@ GlobalTensor<int64_t> arg_extreme(std::string_view op, const GlobalTensor<T>& x,
 
 }  // namespace detail
 
+// The index of the first maximum along axis.
 template <Element T>
 GlobalTensor<int64_t> argmax(const GlobalTensor<T>& x, int64_t axis, bool keepdim = false) {
   return detail::arg_extreme("argmax", x, axis, keepdim,
                              [](const GlobalTensor<T>& t, std::vector<int64_t> axes, bool k) { return spsd::max(t, axes, k); });
 }
+// The index of the first minimum along axis.
 template <Element T>
 GlobalTensor<int64_t> argmin(const GlobalTensor<T>& x, int64_t axis, bool keepdim = false) {
   return detail::arg_extreme("argmin", x, axis, keepdim,

@@ -213,6 +213,7 @@ AttentionGrads<T> attention_grads(const GlobalTensor<T>& q, const GlobalTensor<T
 
 }  // namespace detail
 
+// softmax(q k^T / sqrt(head_dim), causal mask when asked) v, per batch and head.
 template <Element T>
 GlobalTensor<T> scaled_dot_product_attention(const GlobalTensor<T>& q, const GlobalTensor<T>& k,
                                              const GlobalTensor<T>& v, bool causal = false) {

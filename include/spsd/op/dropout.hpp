@@ -64,6 +64,7 @@ struct DropoutDef {
 
 }  // namespace detail
 
+// Keeps each element with probability 1 - p, scaled by 1 / (1 - p); the mask follows seed.
 template <Element T>
 GlobalTensor<T> dropout(const GlobalTensor<T>& x, double p, uint64_t seed) {
   const OpAttrs attrs = {std::bit_cast<int64_t>(p)};

@@ -194,6 +194,7 @@ struct UnaryDef {
 // (torch's approximate="tanh", GPT-2's), within ~1e-3 of it.
 enum class GeluApproximation { kNone, kTanh };
 
+// a + b, a - b, a * b, a / b element-wise with numpy broadcasting.
 template <Element T>
 GlobalTensor<T> add(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
   return call_op<detail::BinaryDef<kernel::cpu::BinaryOp::kAdd>>({}, {}, a, b);
@@ -277,6 +278,7 @@ GlobalTensor<T> gelu(const GlobalTensor<T>& x, GeluApproximation approximate = G
   return call_op<detail::UnaryDef<kernel::cpu::UnaryOp::kGelu>>({}, {}, x);
 }
 
+// The operators: add, sub, mul, div, neg and their scalar forms, as the functions above.
 template <Element T>
 GlobalTensor<T> operator+(const GlobalTensor<T>& a, const GlobalTensor<T>& b) { return add(a, b); }
 template <Element T>

@@ -140,12 +140,14 @@ struct PickDef {
 
 }  // namespace detail
 
+// The rows of weight (V, E) at indices (...): shape (..., E).
 template <Element T>
 GlobalTensor<T> embedding(const GlobalTensor<T>& weight, const GlobalTensor<int64_t>& indices) {
   const detail::InputRef refs[] = {detail::input_ref(weight), detail::input_ref(indices)};
   return detail::run_op<detail::EmbeddingDef, T>(refs);
 }
 
+// x[r, labels[r]] for every row r of x's leading axes.
 template <Element T>
 GlobalTensor<T> pick(const GlobalTensor<T>& x, const GlobalTensor<int64_t>& labels) {
   const detail::InputRef refs[] = {detail::input_ref(x), detail::input_ref(labels)};

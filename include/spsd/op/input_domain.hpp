@@ -9,6 +9,7 @@
 
 namespace spsd {
 
+// The values the rule validator draws for an op's input.
 enum class InputDomain {
   kAny,       // [-2, 2] (floats), [-9, 9] (integers)
   kPositive,  // [0.5, 3] (log, sqrt, a divisor), [1, 9]
@@ -16,6 +17,7 @@ enum class InputDomain {
   kIndex,     // integers in [0, bound) (embedding indices, labels)
 };
 
+// An input of a validation case: its type and shape, and the values it may take.
 struct ValidationInput {
   TensorMeta meta;
   InputDomain domain = InputDomain::kAny;

@@ -29,6 +29,7 @@
 
 namespace spsd {
 
+// The mean over rows of -log_softmax(logits, -1)[r, labels[r]]: a 0-d tensor.
 template <Element T>
 GlobalTensor<T> cross_entropy(const GlobalTensor<T>& logits, const GlobalTensor<int64_t>& labels) {
   const Shape &l = logits.shape(), &y = labels.shape();

@@ -114,6 +114,7 @@ struct MatmulDef {
 
 }  // namespace detail
 
+// (..., m, k) x (..., k, n) -> (..., m, n), batch axes broadcast.
 template <Element T>
 GlobalTensor<T> matmul(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
   return call_op<detail::MatmulDef>({}, {}, a, b);

@@ -154,6 +154,7 @@ GlobalTensor<T> norm_impl(const GlobalTensor<T>& x, double eps, const Affine&...
 
 }  // namespace detail
 
+// layer_norm and rms_norm over the last axis (the formulas at the top of this file).
 template <Element T>
 GlobalTensor<T> layer_norm(const GlobalTensor<T>& x, const GlobalTensor<T>& weight, const GlobalTensor<T>& bias,
                            double eps = 1e-5) {

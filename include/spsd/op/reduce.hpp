@@ -143,6 +143,7 @@ GlobalTensor<T> reduce_op(const GlobalTensor<T>& x, const std::vector<int64_t>& 
 
 }  // namespace detail
 
+// sum, mean, max and min of x over axes (every axis when empty), keepdim keeping them as 1.
 template <Element T>
 GlobalTensor<T> sum(const GlobalTensor<T>& x, std::vector<int64_t> axes = {}, bool keepdim = false) {
   return detail::reduce_op<detail::ReduceDef<ReduceOp::kSum, false>>(x, axes, keepdim);

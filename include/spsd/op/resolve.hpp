@@ -37,6 +37,7 @@ struct Candidate {
   bool viable = true;   // false: needs an input boxed into a partial layout (never worth it)
 };
 
+// What the resolver chose for one op call, with every candidate it priced and the boxing plans.
 struct Resolution {
   std::string op;                    // "matmul"
   std::vector<TensorMeta> inputs;

@@ -48,6 +48,7 @@ struct ValidatedOp {
   std::vector<ValidationCase> cases;
 };
 
+// How thoroughly validate_op searches.
 struct ValidateOptions {
   bool search_missing = true;  // also try the undeclared combinations (8^n for n inputs: slow for n > 3)
 };
@@ -58,6 +59,7 @@ struct MissingSignature {
   std::vector<std::string> cases;
 };
 
+// validate_op's findings: wrong declared signatures, missing ones, and what it checked.
 struct ValidationReport {
   std::vector<std::string> failures;  // wrong declared signatures and malformed tables
   std::vector<MissingSignature> missing;

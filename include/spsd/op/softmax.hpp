@@ -116,6 +116,7 @@ GlobalTensor<T> softmax_impl(const GlobalTensor<T>& x, int64_t axis) {
 
 }  // namespace detail
 
+// softmax and log_softmax of x along axis.
 template <Element T>
 GlobalTensor<T> softmax(const GlobalTensor<T>& x, int64_t axis) {
   return detail::softmax_impl<false>(x, axis);

@@ -89,12 +89,14 @@ struct MaskedFillDef {
 
 }  // namespace detail
 
+// cond ? a : b element-wise, all three broadcast.
 template <Element T>
 GlobalTensor<T> where(const GlobalTensor<bool>& cond, const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
   const detail::InputRef refs[] = {detail::input_ref(cond), detail::input_ref(a), detail::input_ref(b)};
   return detail::run_op<detail::WhereDef, T>(refs);
 }
 
+// mask ? value : x, mask broadcast to x's shape.
 template <Element T>
 GlobalTensor<T> masked_fill(const GlobalTensor<T>& x, const GlobalTensor<bool>& mask, compute_t<T> value) {
   const detail::InputRef refs[] = {detail::input_ref(x), detail::input_ref(mask)};

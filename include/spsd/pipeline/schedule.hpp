@@ -25,8 +25,10 @@
 
 namespace spsd::pipeline {
 
+// What a pipeline action computes: a forward, a whole backward, or its input or weight half.
 enum class Work { kForward, kBackward, kBackwardInput, kBackwardWeight };
 
+// One entry of a pipeline rank's list: which work, for which stage and micro-batch.
 struct Action {
   Work work;
   int64_t stage;       // the (virtual) stage; it runs on pipeline rank stage % ranks
@@ -39,6 +41,7 @@ const char* work_name(Work work);
 // "B3@stage5": an action named without a schedule, as the error messages name them.
 std::string describe(const Action& action);
 
+// The actions each pipeline rank runs, in order, checked complete and runnable.
 class Schedule {
  public:
   // A custom schedule: per_rank[r] is what pipeline rank r runs, in order. Throws spsd::Error
@@ -105,6 +108,7 @@ struct Costs {
   double forward = 1, backward = 2, backward_input = 1, backward_weight = 1;
 };
 
+// What simulate() predicts for a schedule: its makespan, bubble and activations held.
 struct Timeline {
   double makespan;                        // finish time of the last action
   double bubble_fraction;                 // idle time / (ranks() x makespan); 0 when makespan is 0

@@ -14,6 +14,7 @@
 
 namespace spsd::pipeline {
 
+// A pipeline stage: the layers it holds (by name), its placement, and its plan inside.
 struct Stage {
   // Layers and parameters by their leading name components (stage_matches): "tok", "positions",
   // "blocks.0", "blocks.*" (every block), "lnf", "head".

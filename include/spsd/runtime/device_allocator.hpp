@@ -36,6 +36,7 @@ class RawDeviceMemory {
   virtual std::string name() const = 0;  // "cuda:0", for messages
 };
 
+// A caching allocator's counters (DeviceAllocator::stats(), device_allocator_stats()).
 struct DeviceAllocatorStats {
   int64_t raw_allocations = 0;  // calls to RawDeviceMemory::allocate that succeeded
   int64_t raw_releases = 0;
@@ -46,6 +47,7 @@ struct DeviceAllocatorStats {
   int64_t peak_bytes_in_use = 0;
 };
 
+// The caching allocator of one device's memory (how it reuses blocks: the top of this file).
 class DeviceAllocator {
  public:
   explicit DeviceAllocator(std::unique_ptr<RawDeviceMemory> raw) : raw_(std::move(raw)) {

@@ -19,6 +19,7 @@
 
 namespace spsd {
 
+// Bytes and copies each way between host and device, and the host's waits for a device.
 struct DeviceTrafficCounts {
   int64_t host_to_device_bytes = 0;
   int64_t host_to_device_copies = 0;
@@ -26,12 +27,14 @@ struct DeviceTrafficCounts {
   int64_t device_to_host_copies = 0;
   int64_t synchronizations = 0;  // the host waited for work on a device stream
 
+  // Whether every counter is 0; a one-line summary; == compares every counter.
   bool empty() const { return *this == DeviceTrafficCounts{}; }
   std::string to_string() const;
   friend bool operator==(const DeviceTrafficCounts&, const DeviceTrafficCounts&) = default;
   friend std::ostream& operator<<(std::ostream& os, const DeviceTrafficCounts& c) { return os << c.to_string(); }
 };
 
+// This rank's host <-> device traffic, in total and by op (device_traffic()).
 struct DeviceTraffic {
   DeviceTrafficCounts total;
   // By the op that was running (its name as SPSD_LOG prints it; the boxing of its inputs

@@ -12,8 +12,10 @@
 
 namespace spsd {
 
+// kHighest: float32 products in float32; kHigh: TF32 allowed on GPUs.
 enum class MatmulPrecision { kHighest, kHigh };
 
+// Sets or reads the process-wide float32 GEMM precision (kHighest by default).
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
 

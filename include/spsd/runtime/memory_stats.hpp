@@ -20,6 +20,7 @@
 
 namespace spsd {
 
+// Bytes of tensor memory of one memory space: held now and the peak since the last reset.
 struct MemoryStats {
   int64_t current_bytes = 0;  // held now
   int64_t peak_bytes = 0;     // the most held at once since start or reset_peak_memory

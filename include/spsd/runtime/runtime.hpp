@@ -11,6 +11,7 @@
 
 namespace spsd {
 
+// The process's (or a simulated rank's) state: world, rank, communicators, timeouts.
 class Runtime {
  public:
   Runtime();
@@ -26,6 +27,7 @@ class Runtime {
   std::unique_ptr<Impl> impl_;
 };
 
+// This rank's world rank and the world's size.
 int rank();
 int world_size();
 int local_rank();  // OMPI_COMM_WORLD_LOCAL_RANK, else LOCAL_RANK, else 0; the thread index under simulate

@@ -8,6 +8,7 @@
 
 namespace spsd {
 
+// The seed a stream started from and how many seeds were drawn since.
 struct SeedStream {
   uint64_t base = 0;      // manual_seed's value
   uint64_t position = 0;  // draws taken since

@@ -77,6 +77,7 @@ inline void check_defined(bool defined, std::string_view op, DType dtype) {
 
 }  // namespace detail
 
+// A logical tensor (global shape, placement, NdSbp) and this rank's piece of it.
 template <Element T>
 class GlobalTensor {
  public:
@@ -98,6 +99,7 @@ class GlobalTensor {
   GlobalTensor() : placement_(detail::undefined_placement()), nd_sbp_(sbp::broadcast), defined_(false) {}
   bool defined() const { return defined_; }
 
+  // Its global shape, placement, layout and element type (spsd::Error on an undefined tensor).
   const Shape& shape() const {
     detail::check_defined(defined_, "GlobalTensor::shape", dtype_of<T>);
     return shape_;
@@ -240,6 +242,7 @@ class GlobalTensor {
   bool defined_ = true;
 };
 
+// A text picture of which rank holds which block of t.
 template <Element T>
 std::string layout_diagram(const GlobalTensor<T>& t) {
   return layout_diagram(t.shape(), t.placement(), t.nd_sbp());

@@ -10,6 +10,7 @@
 
 namespace spsd::philox {
 
+// Four 32-bit words: a Philox-4x32 counter or the random words it gives.
 struct Block {
   uint32_t v[4];
 };

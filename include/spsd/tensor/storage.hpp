@@ -19,6 +19,7 @@
 
 namespace spsd {
 
+// A reference-counted byte buffer in one memory space.
 class Storage final : public detail::TrackedBuffer {
  public:
   // Zero-filled bytes in the given memory space.

@@ -13,6 +13,7 @@
 
 namespace spsd {
 
+// A dense row-major local tensor of T over shared Storage.
 template <Element T>
 class Tensor {
  public:
@@ -28,6 +29,7 @@ class Tensor {
                "storage of ", storage_ ? storage_->bytes() : 0, " bytes is too small for shape ", shape_);
   }
 
+  // A tensor of this shape holding values (row-major), in the given memory space.
   static Tensor from_vector(Shape shape, std::vector<T> values, DeviceType device = DeviceType::kCPU) {
     SPSD_CHECK(static_cast<int64_t>(values.size()) == shape.numel(), "Tensor::from_vector", "shape ", shape,
                " needs ", shape.numel(), " values, got ", values.size());
@@ -43,11 +45,13 @@ class Tensor {
     return t;
   }
 
+  // Whether it has storage; its shape, element type, memory space and element count.
   bool defined() const { return storage_ != nullptr; }
   const Shape& shape() const { return shape_; }
   DType dtype() const { return dtype_of<T>; }
   DeviceType device_type() const { return storage_ ? storage_->device_type() : DeviceType::kCPU; }
   int64_t numel() const { return storage_ ? shape_.numel() : 0; }
+  // Write access: waits for the communication still reading or writing it (Storage::data).
   T* data() { return storage_ ? static_cast<T*>(storage_->data()) : nullptr; }
   // Read access (waits only for a pending write; see Storage::data).
   const T* data() const { return storage_ ? static_cast<const T*>(std::as_const(*storage_).data()) : nullptr; }
