@@ -74,9 +74,10 @@ int64_t piece_bytes(const TensorMeta& meta, const Shape& mesh, const NdSbp& layo
   return piece_numel(meta.shape, mesh, layout, origin) * size_of(meta.dtype);
 }
 
-// Local compute per flop, for the ops whose work is not their bytes (matmul): a core's tens of
-// GFLOP/s, a GPU's hundreds of TFLOP/s. Only the ratio to the boxing costs matters.
-double flop_us(DeviceType device) { return device == DeviceType::kCUDA ? 1e-8 : 5e-5; }
+// Local compute per flop, for the ops whose work is not their bytes (matmul): a core's 100
+// GFLOP/s (OpenBLAS sgemm: 231 GFLOP/s on the 2 cores of bench/kernels' machine), a GPU's 100
+// TFLOP/s. Only the ratio to the boxing costs matters.
+double flop_us(DeviceType device) { return device == DeviceType::kCUDA ? 1e-8 : 1e-5; }
 
 class Problem {
  public:

@@ -120,7 +120,7 @@ class CompiledStep {
           return detail::StepOutputs<R>::rebuild(outputs, next);
         }
       } catch (...) {
-        captured->abandon_capture();
+        if (captured) captured->abandon_capture();  // null once committed (the search threw)
         throw;
       }
     }
