@@ -2,7 +2,7 @@
 // mesh axis 0, Megatron tensor + sequence parallel on axis 1 (nn::sequence_parallel()). The
 // block is the single-device nn::TransformerBlock; the plan is the only parallel code. The task
 // (each token's class is the index of its largest feature) is learnable by the residual path.
-// The README's "Transformers" section shows this file's body: keep the two the same.
+// docs/modules.md ("In the examples") shows this file's body: keep the two the same.
 //   tools/mpirun -np 4 build/examples/10_transformer_2d
 #include <cstdio>
 #include <spsd/spsd.hpp>
