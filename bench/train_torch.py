@@ -13,7 +13,10 @@ Time: median over `steps` steps after 3 warm-ups (as bench/train), host clock; o
 thread count (torch.set_num_threads), 1 up to the machine's cores.
   python3 bench/train_torch.py [--steps 10] [--threads 1,2] [--quick]
   python3 bench/train_torch.py --profile     one GPT step (1 thread, after 3 warm-ups) under
-      torch.profiler: the ops by self CPU time as a markdown table, beside bench/train --op-times
+      torch.profiler: the ops by self CPU time as a markdown table, beside bench/train --profile
+  python3 bench/train_torch.py --attention   attention alone as bench/attention times it, (1, 8, S,
+      64) float32 on 1 thread for S = 64 to 2048, causal off and on: forward, and forward plus
+      backward (q, k, v requiring grad), fastest of several calls
 PyTorch comes from Debian (apt-get install python3-torch; tools/lib.sh's
 spsd_install_bench_packages); no test needs it."""
 import math
@@ -125,10 +128,45 @@ def profile():
         print(f"| {e.key} | {e.count} | {us / 1e3:.3f} | {100 * us / total:.1f} | {us / e.count:.1f} |")
 
 
+def best_ms(call, reps):
+    call()
+    best = float("inf")
+    for _ in range(reps):
+        t = time.perf_counter()
+        call()
+        best = min(best, (time.perf_counter() - t) * 1e3)
+    return best
+
+
+def attention_table():
+    torch.set_num_threads(1)
+    print(f"PyTorch {torch.__version__}, 1 thread, attention of (1, 8, S, 64) float32 as bmm-softmax-bmm; "
+          "backward: forward and backward less the forward")
+    print("| S | causal | forward ms | backward ms | backward / forward |\n|---|---|---|---|---|")
+    for s in (64, 128, 512, 1024, 2048):
+        q, k, v = (torch.rand(1, 8, s, 64, requires_grad=True) for _ in range(3))
+        g = torch.rand(1, 8, s, 64)
+        reps = 2 if s >= 2048 else 5 if s >= 1024 else 20
+        for causal in (False, True):
+            def forward():
+                t = q.shape[-2]
+                scores = torch.matmul(q, k.transpose(-2, -1)) * (1.0 / math.sqrt(q.shape[-1]))
+                if causal:
+                    scores = scores.masked_fill(torch.ones(t, t, dtype=torch.bool).triu(1), float("-inf"))
+                return torch.matmul(torch.softmax(scores, dim=-1), v)
+
+            with torch.no_grad():
+                fwd = best_ms(forward, reps)
+            both = best_ms(lambda: forward().backward(g), reps)
+            print(f"| {s} | {'yes' if causal else 'no'} | {fwd:.2f} | {both - fwd:.2f} | {(both - fwd) / fwd:.2f} |")
+
+
 def main():
     args = sys.argv[1:]
     if "--profile" in args:
         return profile()
+    if "--attention" in args:
+        return attention_table()
     steps = 3 if "--quick" in args else int(args[args.index("--steps") + 1]) if "--steps" in args else 10
     cores = os.cpu_count() or 1
     threads = ([int(t) for t in args[args.index("--threads") + 1].split(",")] if "--threads" in args
