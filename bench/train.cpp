@@ -51,6 +51,12 @@
 // sums per kind (phase, module kind, op) and per (phase, module kind) beside Megatron's scheme.
 // --variant runs a what-if plan (variant_plan). docs/benchmarks.md, "Per-op bytes against
 // Megatron", reads the output.
+//
+//   tools/mpirun -np 1 build-bench/bench/train --profile
+//
+// --profile prints, instead of the tables, the host time of each op kind in one data-parallel GPT
+// step after 3 warm-ups, read from SPSD_TRACE (bench/trace_reader.hpp): the per-op table that
+// bench/train_torch.py --profile prints for PyTorch from torch.profiler.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -70,6 +76,7 @@
 #include "train/mlp.hpp"
 #include "train/text.hpp"
 #include "trace_events.hpp"
+#include "trace_reader.hpp"
 
 using namespace spsd;
 
@@ -209,6 +216,39 @@ void gpt_table(int64_t steps, GptCompile compiled) {
     row(mode + " compiled, searched", measure(steps, [&] { searched(x, y); }));
     if (compiled.explain && rank() == 0) std::fprintf(stderr, "%s\n", searched.explain().c_str());
   }
+}
+
+// --profile: one data-parallel GPT step after 3 warm-ups, its ops' host time (trace lane 0: on the
+// cpu every op runs on the rank's thread), printed by rank 0.
+void profile_gpt_step() {
+  const examples::Corpus corpus = gpt_corpus();
+  const examples::GptConfig c = gpt_config(corpus);
+  std::mt19937_64 g(1);
+  const examples::TextBatch b = examples::draw_batch(corpus, kGptBatch, c.context, g);
+  const nn::Plan plan = examples::gpt_plan("data");
+  examples::Gpt<float> model(c, {examples::gpt_placement("data", world_size()), 1000});
+  nn::parallelize(model, plan);
+  Adam<float> adam(model.parameters(), {});
+  const Placement& placement = model.tok.weight.placement();
+  const auto x = from_host(b.inputs, placement, nn::input_layout(plan)),
+             y = from_host(b.targets, placement, nn::input_layout(plan));
+  const auto step = [&] {
+    adam.zero_grad();
+    backward(cross_entropy(model.forward<float>(x), y));
+    adam.step();
+    synchronize();
+  };
+  for (int k = 0; k < 3; ++k) step();
+  world_communicator().barrier();
+  const double from = spsd_bench::trace_now_us();
+  step();
+  const double to = spsd_bench::trace_now_us();
+  flush_trace();
+  if (rank() != 0) return;
+  const spsd_bench::OpProfile p = spsd_bench::op_profile(spsd_bench::read_trace_events(trace_file()), 0, from, to);
+  std::printf("GPT step (data, %d rank(s)), rank 0: %.2f ms (traced), %.2f ms of it in %lld ops\n", world_size(),
+              (to - from) / 1e3, p.ops_us / 1e3, static_cast<long long>(p.calls));
+  spsd_bench::print_op_profile(p, "spsd op", 30);
 }
 
 // --per-op: one GPT step, op by op (docs/benchmarks.md, "Per-op bytes against Megatron").
@@ -689,7 +729,7 @@ void table(const std::string& mode, const std::string& variant) {
 
 int run(int argc, char** argv) {
   int64_t hidden = 1024, batch = 128, steps = 10;
-  bool gpt_only = false, by_op = false;
+  bool gpt_only = false, by_op = false, profile = false;
   GptCompile compiled;
   std::vector<std::string> modes{"tensor", "2d"};
   std::string variant;
@@ -706,6 +746,10 @@ int run(int argc, char** argv) {
     if (a == "--compile" || a == "--explain") {
       compiled.rows = true;
       compiled.explain = compiled.explain || a == "--explain";
+      continue;
+    }
+    if (a == "--profile") {
+      profile = true;
       continue;
     }
     SPSD_CHECK(i + 1 < argc, "bench/train", "option ", a, " needs a value");
@@ -731,6 +775,10 @@ int run(int argc, char** argv) {
     else if (a == "--batch") batch = v;
     else if (a == "--steps") steps = v;
     else SPSD_CHECK(false, "bench/train", "unknown option ", a);
+  }
+  if (profile) {
+    profile_gpt_step();
+    return 0;
   }
   if (by_op) {
     for (const std::string& mode : modes)
@@ -776,10 +824,11 @@ int run(int argc, char** argv) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  // --per-op reads the step from the trace: a temporary one unless SPSD_TRACE names one (set
+  // --per-op and --profile read the step from the trace: a temporary one unless SPSD_TRACE names one (set
   // before the Runtime starts, which opens the file; removed after it ends, which writes it).
   std::string temporary, file;
-  if (std::any_of(argv + 1, argv + argc, [](const char* a) { return std::string(a) == "--per-op"; }) &&
+  if (std::any_of(argv + 1, argv + argc,
+                  [](const char* a) { return std::string(a) == "--per-op" || std::string(a) == "--profile"; }) &&
       !std::getenv("SPSD_TRACE")) {
     temporary =
         (std::filesystem::temp_directory_path() / ("spsd-bench-train-" + std::to_string(getpid()) + ".json")).string();

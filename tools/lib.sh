@@ -46,6 +46,17 @@ spsd_install_packages() {
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 }
 
+# What the benchmarks alone need, never a test or an example: PyTorch for bench/train_torch.py,
+# which bench/run_all runs beside bench/train (Debian 12's is 1.13, CPU only).
+SPSD_BENCH_PACKAGES=(python3-torch)
+
+# Installs the missing ones of SPSD_BENCH_PACKAGES (dynamic scoping: spsd_install_packages sees
+# the local list).
+spsd_install_bench_packages() {
+  local SPSD_PACKAGES=("${SPSD_BENCH_PACKAGES[@]}")
+  spsd_install_packages
+}
+
 # Meson finds nvcc on PATH; the CUDA toolkit's installer puts it in /usr/local/cuda/bin.
 spsd_cuda_path() {
   if ! command -v nvcc >/dev/null && [ -x /usr/local/cuda/bin/nvcc ]; then

@@ -19,4 +19,14 @@ void blas_gemm(const double* a, const double* b, double* c, int m, int n, int k,
   cblas_dgemm(CblasRowMajor, op(trans_a), op(trans_b), m, n, k, 1.0, a, lda, b, ldb, 0.0, c, n);
 }
 
+void blas_gemm_ex(const float* a, const float* b, float* c, int m, int n, int k, int lda, int ldb, int ldc,
+                  bool trans_a, bool trans_b, float alpha, float beta) {
+  cblas_sgemm(CblasRowMajor, op(trans_a), op(trans_b), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+void blas_gemm_ex(const double* a, const double* b, double* c, int m, int n, int k, int lda, int ldb, int ldc,
+                  bool trans_a, bool trans_b, double alpha, double beta) {
+  cblas_dgemm(CblasRowMajor, op(trans_a), op(trans_b), m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
 }  // namespace spsd::kernel::cpu::detail

@@ -9,11 +9,22 @@
 
 #include "spsd/core/error.hpp"
 #include "spsd/kernel/elementwise_ops.hpp"
+#if !defined(__CUDA_ARCH__)
+#include "spsd/kernel/cpu/vector_math.hpp"
+#endif
 
 #if defined(__CUDACC__)
 #define SPSD_HOST_DEVICE __host__ __device__
 #else
 #define SPSD_HOST_DEVICE
+#endif
+
+// On the host: inlined into the cpu kernels' loops, which then vectorize (a call left in a loop
+// body stops that).
+#if defined(__CUDA_ARCH__)
+#define SPSD_MATH_INLINE
+#else
+#define SPSD_MATH_INLINE __attribute__((always_inline))
 #endif
 
 namespace spsd::kernel {
@@ -27,15 +38,16 @@ constexpr bool derivative_reads_output(UnaryOp k) {
 }
 
 // portable_tanh, _exp, _erf: the function on whichever side compiles the caller (CUDA's float
-// and double overloads on the device, <cmath>'s on the host).
+// and double overloads on the device; on the host kernel/cpu/vector_math.hpp's vectorizable
+// float forms, <cmath>'s for double).
 #if defined(__CUDA_ARCH__)
 #define SPSD_PORTABLE_MATH(fn) \
   template <class T>           \
-  SPSD_HOST_DEVICE inline T portable_##fn(T x) { return fn(x); }
+  SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T portable_##fn(T x) { return fn(x); }
 #else
 #define SPSD_PORTABLE_MATH(fn) \
   template <class T>           \
-  SPSD_HOST_DEVICE inline T portable_##fn(T x) { return std::fn(x); }
+  SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T portable_##fn(T x) { return cpu::v##fn(x); }
 #endif
 SPSD_PORTABLE_MATH(tanh)
 SPSD_PORTABLE_MATH(exp)
@@ -45,28 +57,28 @@ SPSD_PORTABLE_MATH(erf)
 // The forward functions the cpu and CUDA kernels share (both round the same expression).
 // gelu(x) = x Phi(x) = x/2 (1 + erf(x / sqrt 2)): exact, torch's default.
 template <class T>
-SPSD_HOST_DEVICE inline T gelu_exact(T x) {
+SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T gelu_exact(T x) {
   return T(0.5) * x * (T(1) + portable_erf(x * T(0.7071067811865476)));
 }
 // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh approximation (Hendrycks & Gimpel;
 // GPT-2, torch's approximate="tanh"); max error ~1e-3 vs the exact form.
 template <class T>
-SPSD_HOST_DEVICE inline T gelu_tanh(T x) {
+SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T gelu_tanh(T x) {
   return T(0.5) * x * (T(1) + portable_tanh(T(0.7978845608028654) * (x + T(0.044715) * x * x * x)));
 }
 // exp(-x) overflows to inf for very negative x, giving 1 / inf = 0: no NaN.
 template <class T>
-SPSD_HOST_DEVICE inline T sigmoid_of(T x) {
+SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T sigmoid_of(T x) {
   return T(1) / (T(1) + portable_exp(-x));
 }
 template <class T>
-SPSD_HOST_DEVICE inline T silu_of(T x) {
+SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T silu_of(T x) {
   return x * sigmoid_of(x);
 }
 
 // d f / d x at the saved value s (x or y, see derivative_reads_output).
 template <UnaryOp K, class T>
-SPSD_HOST_DEVICE inline T derivative(T s) {
+SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T derivative(T s) {
   if constexpr (K == UnaryOp::kRelu) return s > T(0) ? T(1) : T(0);
   else if constexpr (K == UnaryOp::kExp) return s;
   else if constexpr (K == UnaryOp::kLog) return T(1) / s;
@@ -94,7 +106,7 @@ SPSD_HOST_DEVICE inline T derivative(T s) {
 template <UnaryOp K>
 struct DerivativeTimes {
   template <class T>
-  SPSD_HOST_DEVICE T operator()(T s, T g) const { return derivative<K>(s) * g; }
+  SPSD_HOST_DEVICE SPSD_MATH_INLINE T operator()(T s, T g) const { return derivative<K>(s) * g; }
 };
 
 // Calls body(DerivativeTimes<op>{}): one switch, then body's loop inlines the function.

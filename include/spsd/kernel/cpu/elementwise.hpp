@@ -18,6 +18,7 @@
 #include "spsd/core/shape.hpp"
 #include "spsd/kernel/cpu/broadcasting.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
+#include "spsd/kernel/cpu/vector_math.hpp"
 #include "spsd/kernel/derivative.hpp"
 #include "spsd/kernel/elementwise_ops.hpp"
 
@@ -79,12 +80,12 @@ void with_unary_fn(UnaryOp op, Body&& body) {
       case UnaryOp::kRelu: return body([](C x) { return x < C(0) ? C(0) : x; });  // relu(NaN) = NaN
       case UnaryOp::kGelu: return body([](C x) { return gelu_exact(x); });
       case UnaryOp::kGeluTanh: return body([](C x) { return gelu_tanh(x); });
-      case UnaryOp::kErf: return body([](C x) { return std::erf(x); });
+      case UnaryOp::kErf: return body([](C x) { return verf(x); });
       case UnaryOp::kSilu: return body([](C x) { return silu_of(x); });
       case UnaryOp::kRsqrt: return body([](C x) { return C(1) / std::sqrt(x); });
-      case UnaryOp::kExp: return body([](C x) { return std::exp(x); });
+      case UnaryOp::kExp: return body([](C x) { return vexp(x); });
       case UnaryOp::kLog: return body([](C x) { return std::log(x); });
-      case UnaryOp::kTanh: return body([](C x) { return std::tanh(x); });
+      case UnaryOp::kTanh: return body([](C x) { return vtanh(x); });
       case UnaryOp::kSigmoid: return body([](C x) { return sigmoid_of(x); });
       case UnaryOp::kSqrt: return body([](C x) { return std::sqrt(x); });
       case UnaryOp::kAbs: return body([](C x) { return std::abs(x); });

@@ -69,6 +69,13 @@ void blas_gemm(const float* a, const float* b, float* c, int m, int n, int k, in
 void blas_gemm(const double* a, const double* b, double* c, int m, int n, int k, int lda, int ldb, bool trans_a,
                bool trans_b);
 
+// c = alpha op(a) op(b) + beta c with leading dimensions (row strides) lda, ldb, ldc: the fused
+// kernels' tiles (kernel/cpu/attention.hpp), which scale and accumulate in the GEMM itself.
+void blas_gemm_ex(const float* a, const float* b, float* c, int m, int n, int k, int lda, int ldb, int ldc,
+                  bool trans_a, bool trans_b, float alpha, float beta);
+void blas_gemm_ex(const double* a, const double* b, double* c, int m, int n, int k, int lda, int ldb, int ldc,
+                  bool trans_a, bool trans_b, double alpha, double beta);
+
 // c (m, n) = op(a) op(b), all dense row-major, every size > 0; a stored (k, m) when trans_a,
 // b stored (n, k) when trans_b.
 template <Element T>

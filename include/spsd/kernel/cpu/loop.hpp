@@ -31,6 +31,15 @@
 #define SPSD_UNROLL
 #endif
 
+// SPSD_FLATTEN: inline everything the driver calls (the element function f and what it calls)
+// into its loop. GCC at -O2 leaves a large f (a lambda around vector_math.hpp's erf, say) as a
+// call, and a call in a loop body stops its vectorization.
+#if defined(__GNUC__)
+#define SPSD_FLATTEN __attribute__((flatten))
+#else
+#define SPSD_FLATTEN
+#endif
+
 namespace spsd::kernel::cpu::detail {
 
 // Elements per block: one 64-byte cache line (4 SSE, 2 AVX or 1 AVX-512 vector).
@@ -46,7 +55,7 @@ inline compute_t<T> load(T v) {
 
 // out[i] = f(x[i]) for i < n.
 template <class T, class F>
-inline void map1(F f, const T* x, T* out, int64_t n) {
+SPSD_FLATTEN inline void map1(F f, const T* x, T* out, int64_t n) {
   constexpr int64_t W = kBlock<T>;
   int64_t i = 0;
   SPSD_IVDEP
@@ -59,7 +68,7 @@ inline void map1(F f, const T* x, T* out, int64_t n) {
 
 // out[i] = f(a[i], b[i]) for i < n.
 template <class T, class F>
-inline void map2(F f, const T* a, const T* b, T* out, int64_t n) {
+SPSD_FLATTEN inline void map2(F f, const T* a, const T* b, T* out, int64_t n) {
   constexpr int64_t W = kBlock<T>;
   int64_t i = 0;
   SPSD_IVDEP
@@ -68,6 +77,41 @@ inline void map2(F f, const T* a, const T* b, T* out, int64_t n) {
     for (int64_t j = 0; j < W; ++j) out[i + j] = static_cast<T>(f(load(a[i + j]), load(b[i + j])));
   }
   for (; i < n; ++i) out[i] = static_cast<T>(f(load(a[i]), load(b[i])));
+}
+
+// f(i) for i < n, in blocks of kBlock<T> marked ivdep: a loop body over several arrays (the
+// caller's lambda) that vectorizes at -O2. f must not carry a dependence from one i to another.
+template <class T, class F>
+SPSD_FLATTEN inline void for_each_index(int64_t n, F f) {
+  constexpr int64_t W = kBlock<T>;
+  int64_t i = 0;
+  SPSD_IVDEP
+  for (; i + W <= n; i += W) {
+    SPSD_IVDEP
+    for (int64_t j = 0; j < W; ++j) f(i + j);
+  }
+  for (; i < n; ++i) f(i);
+}
+
+// The sum of f(i) for i < n in C, with kBlock<T> accumulators as fold_map2 (vectorized, no
+// reassociation needed): for a summand reading several arrays at i.
+template <class T, class C, class F>
+SPSD_FLATTEN inline C sum_index(int64_t n, F f) {
+  constexpr int64_t W = kBlock<T>;
+  C r = 0;
+  int64_t i = 0;
+  if (n >= W) {
+    C acc[W];
+    SPSD_UNROLL
+    for (int64_t j = 0; j < W; ++j) acc[j] = 0;
+    for (; i + W <= n; i += W) {
+      SPSD_UNROLL
+      for (int64_t j = 0; j < W; ++j) acc[j] += f(i + j);
+    }
+    for (int64_t j = 0; j < W; ++j) r += acc[j];
+  }
+  for (; i < n; ++i) r += f(i);
+  return r;
 }
 
 // The 16-bit kernels that accumulate (reductions, softmax, GEMM) widen their inputs to float
@@ -101,7 +145,7 @@ inline void fill_n(T* out, int64_t n, T value) {
 // without -ffast-math reassociation, and give float sums a smaller error than one long running sum.
 // The accumulators are compute_t<T>: a 16-bit row folds in float.
 template <class T, class F, class G>
-inline compute_t<T> fold_map2(F f, G g, const T* a, const T* b, int64_t n, compute_t<T> identity) {
+SPSD_FLATTEN inline compute_t<T> fold_map2(F f, G g, const T* a, const T* b, int64_t n, compute_t<T> identity) {
   using C = compute_t<T>;
   constexpr int64_t W = kBlock<T>;
   C r = identity;

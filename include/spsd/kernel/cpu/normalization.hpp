@@ -4,7 +4,9 @@
 //   layer_norm: y = (x - mean) * rstd * w + b,   rstd = 1 / sqrt(mean((x - mean)^2) + eps)
 //   rms_norm:   y = x * rstd * w,                rstd = 1 / sqrt(mean(x^2) + eps)
 // Statistics in two passes (the mean, then the centred squares): no cancellation for rows with
-// a large mean, as E[x^2] - E[x]^2 would have. 16-bit elements load as float, accumulate in
+// a large mean, as E[x^2] - E[x]^2 would have. Every pass over a row is a vectorized loop
+// (loop.hpp's blocks); a row of a transformer (hundreds to thousands of elements) stays in L1
+// across its passes. 16-bit elements load as float, accumulate in
 // float, and each output is rounded once.
 // Backward, with xhat = (x - mean) * rstd (rms: mean = 0) and gw = g * w:
 //   dx = rstd * (gw - mean(gw) - xhat * mean(gw * xhat))     (rms: without the mean(gw) term)
@@ -16,30 +18,26 @@
 
 #include "spsd/core/dtype.hpp"
 #include "spsd/core/instances.hpp"
+#include "spsd/kernel/cpu/loop.hpp"
 
 namespace spsd::kernel::cpu {
 
 namespace detail {
 
-// (mean, rstd) of one row in C = compute_t<T>; mean is 0 for rms. len > 0.
+// (mean, rstd) of one row in C = compute_t<T>; mean is 0 for rms. len > 0. Two vectorized
+// passes (the sum, then the centred squares: no cancellation).
 template <class T, class C = compute_t<T>>
 std::pair<C, C> norm_row_stats(const T* x, int64_t len, C eps, bool rms) {
-  C mean = 0;
-  if (!rms) {
-    for (int64_t i = 0; i < len; ++i) mean += static_cast<C>(x[i]);
-    mean /= static_cast<C>(len);
-  }
-  C ss = 0;
-  for (int64_t i = 0; i < len; ++i) {
-    const C d = static_cast<C>(x[i]) - mean;
-    ss += d * d;
-  }
+  const auto add = [](C a, C b) { return a + b; };
+  const C mean = rms ? C(0) : fold_map(add, [](C v) { return v; }, x, len, C(0)) / static_cast<C>(len);
+  const C ss = fold_map(add, [mean](C v) { return (v - mean) * (v - mean); }, x, len, C(0));
   return {mean, C(1) / std::sqrt(ss / static_cast<C>(len) + eps)};
 }
 
 }  // namespace detail
 
-// out (rows, len) = the normalized x times w (len) plus b (len; null for none), as above.
+// out (rows, len) = the normalized x times w (len) plus b (len; null for none), as above: per
+// row the two statistics passes and one write, each vectorized.
 template <FloatingElement T>
 void norm_forward(const T* x, const T* w, const T* b, int64_t rows, int64_t len, double eps, bool rms, T* out) {
   using C = compute_t<T>;
@@ -48,15 +46,19 @@ void norm_forward(const T* x, const T* w, const T* b, int64_t rows, int64_t len,
     const T* xr = x + r * len;
     T* o = out + r * len;
     const auto [mean, rstd] = detail::norm_row_stats(xr, len, static_cast<C>(eps), rms);
-    for (int64_t i = 0; i < len; ++i) {
-      const C v = (static_cast<C>(xr[i]) - mean) * rstd * static_cast<C>(w[i]);
-      o[i] = static_cast<T>(b ? v + static_cast<C>(b[i]) : v);
-    }
+    if (b)
+      detail::for_each_index<T>(len, [=](int64_t i) {
+        o[i] = static_cast<T>((static_cast<C>(xr[i]) - mean) * rstd * static_cast<C>(w[i]) + static_cast<C>(b[i]));
+      });
+    else
+      detail::for_each_index<T>(len, [=](int64_t i) {
+        o[i] = static_cast<T>((static_cast<C>(xr[i]) - mean) * rstd * static_cast<C>(w[i]));
+      });
   }
 }
 
-// dx (rows, len), the gradient of x, from x, w and g, the gradient of y; one pass for the
-// statistics, one for the two row sums, one write. dx may be g.
+// dx (rows, len), the gradient of x, from x, w and g, the gradient of y; per row the statistics
+// (two passes), the two row sums (one pass each) and one write, all vectorized. dx may be g.
 template <FloatingElement T>
 void norm_backward_x(const T* x, const T* w, const T* g, int64_t rows, int64_t len, double eps, bool rms, T* dx) {
   using C = compute_t<T>;
@@ -66,29 +68,32 @@ void norm_backward_x(const T* x, const T* w, const T* g, int64_t rows, int64_t l
     const T *xr = x + r * len, *gr = g + r * len;
     T* o = dx + r * len;
     const auto [mean, rstd] = detail::norm_row_stats(xr, len, static_cast<C>(eps), rms);
-    C sum_gw = 0, sum_gwx = 0;
-    for (int64_t i = 0; i < len; ++i) {
-      const C gw = static_cast<C>(gr[i]) * static_cast<C>(w[i]);
-      sum_gw += gw;
-      sum_gwx += gw * (static_cast<C>(xr[i]) - mean) * rstd;
-    }
-    const C a = rms ? C(0) : sum_gw / n, c = sum_gwx / n;
-    for (int64_t i = 0; i < len; ++i) {
+    const auto gw = [=](int64_t i) { return static_cast<C>(gr[i]) * static_cast<C>(w[i]); };
+    const C sum_gw = rms ? C(0) : detail::sum_index<T, C>(len, gw);
+    // sum(g w (x - mean)), times rstd once: sum(g w xhat).
+    const C sum_gwx =
+        detail::sum_index<T, C>(len, [=](int64_t i) { return gw(i) * (static_cast<C>(xr[i]) - mean); });
+    const C a = sum_gw / n, c = sum_gwx * rstd / n;
+    detail::for_each_index<T>(len, [=](int64_t i) {
       const C xhat = (static_cast<C>(xr[i]) - mean) * rstd;
       o[i] = static_cast<T>(rstd * (static_cast<C>(gr[i]) * static_cast<C>(w[i]) - a - xhat * c));
-    }
+    });
   }
 }
 
-// dw (len) = the column sums of g * xhat over the rows, accumulated in compute_t<T>.
+// dw (len) = the column sums of g * xhat over the rows, accumulated in compute_t<T>: per row
+// the statistics and one vectorized accumulating pass.
 template <FloatingElement T>
 void norm_backward_w(const T* x, const T* g, int64_t rows, int64_t len, double eps, bool rms, T* dw) {
   using C = compute_t<T>;
   std::vector<C> acc(static_cast<size_t>(len), C(0));
+  C* a = acc.data();
   for (int64_t r = 0; r < rows && len > 0; ++r) {
     const T *xr = x + r * len, *gr = g + r * len;
     const auto [mean, rstd] = detail::norm_row_stats(xr, len, static_cast<C>(eps), rms);
-    for (int64_t i = 0; i < len; ++i) acc[i] += static_cast<C>(gr[i]) * (static_cast<C>(xr[i]) - mean) * rstd;
+    detail::for_each_index<C>(len, [=](int64_t i) {
+      a[i] += static_cast<C>(gr[i]) * (static_cast<C>(xr[i]) - mean) * rstd;
+    });
   }
   for (int64_t i = 0; i < len; ++i) dw[i] = static_cast<T>(acc[i]);
 }

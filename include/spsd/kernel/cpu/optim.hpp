@@ -85,19 +85,6 @@ inline decltype(auto) with_flags(Body&& body, bool flag, Flags... rest) {
   return flag ? bound(std::true_type{}) : bound(std::false_type{});
 }
 
-// f(i) for i < n in blocks of a cache line (loop.hpp: so GCC vectorizes it at -O2).
-template <class T, class F>
-inline void for_each_element(int64_t n, F f) {
-  constexpr int64_t W = kBlock<T>;
-  int64_t i = 0;
-  SPSD_IVDEP
-  for (; i + W <= n; i += W) {
-    SPSD_IVDEP
-    for (int64_t j = 0; j < W; ++j) f(i + j);
-  }
-  for (; i < n; ++i) f(i);
-}
-
 }  // namespace detail
 
 // p[i] and, with momentum, momentum_buf[i] updated in place for i < n (momentum_buf may be
@@ -108,14 +95,14 @@ void sgd_step(T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<comput
   detail::with_flags(
       [&](auto decay, auto momentum, auto nesterov) {
         if constexpr (decltype(momentum)::value) {
-          detail::for_each_element<T>(n, [&](int64_t i) {
+          detail::for_each_index<T>(n, [&](int64_t i) {
             C pi = detail::load(p[i]), bi = detail::load(momentum_buf[i]);
             detail::sgd_update<decltype(decay)::value, true, decltype(nesterov)::value>(pi, detail::load(g[i]), bi, s);
             p[i] = static_cast<T>(pi);
             momentum_buf[i] = static_cast<T>(bi);
           });
         } else {  // nesterov needs momentum: the flag is off here
-          detail::for_each_element<T>(n, [&](int64_t i) {
+          detail::for_each_index<T>(n, [&](int64_t i) {
             C pi = detail::load(p[i]), unused{};
             detail::sgd_update<decltype(decay)::value, false, false>(pi, detail::load(g[i]), unused, s);
             p[i] = static_cast<T>(pi);
@@ -131,7 +118,7 @@ void adam_step(T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<compute_t
   using C = compute_t<T>;
   detail::with_flags(
       [&](auto l2, auto decoupled) {
-        detail::for_each_element<T>(n, [&](int64_t i) {
+        detail::for_each_index<T>(n, [&](int64_t i) {
           C pi = detail::load(p[i]), mi = detail::load(m[i]), vi = detail::load(v[i]);
           detail::adam_update<decltype(l2)::value, decltype(decoupled)::value>(pi, detail::load(g[i]), mi, vi, s);
           p[i] = static_cast<T>(pi);

@@ -16,6 +16,7 @@
 #include "spsd/core/instances.hpp"
 #include "spsd/core/shape.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
+#include "spsd/kernel/cpu/vector_math.hpp"
 
 namespace spsd::kernel::cpu {
 
@@ -28,10 +29,10 @@ void softmax_row(const T* x, T* out, int64_t len, bool log) {
   const auto add = [](T a, T b) { return a + b; };
   if (log) {
     map1([mx](T v) { return v - mx; }, x, out, len);
-    const T lse = std::log(fold_map(add, [](T v) { return std::exp(v); }, out, len, T(0)));
+    const T lse = std::log(fold_map(add, [](T v) { return vexp(v); }, out, len, T(0)));
     map1([lse](T v) { return v - lse; }, out, out, len);
   } else {
-    map1([mx](T v) { return std::exp(v - mx); }, x, out, len);
+    map1([mx](T v) { return vexp(v - mx); }, x, out, len);
     const T inv = T(1) / fold(add, out, len, T(0));
     map1([inv](T v) { return v * inv; }, out, out, len);
   }
@@ -49,9 +50,9 @@ void softmax_block(const T* x, T* out, int64_t len, int64_t inner, bool log, T* 
     T* o = out + r * inner;
     if (log) {
       map2([](T v, T m) { return v - m; }, x + r * inner, mx, o, inner);
-      map2([](T s, T v) { return s + std::exp(v); }, sum, o, sum, inner);
+      map2([](T s, T v) { return s + vexp(v); }, sum, o, sum, inner);
     } else {
-      map2([](T v, T m) { return std::exp(v - m); }, x + r * inner, mx, o, inner);
+      map2([](T v, T m) { return vexp(v - m); }, x + r * inner, mx, o, inner);
       map2(add, sum, o, sum, inner);
     }
   }
@@ -70,7 +71,7 @@ void softmax_backward_row(const T* y, const T* g, T* dx, int64_t len, bool log) 
   const auto add = [](T a, T b) { return a + b; };
   if (log) {
     const T s = fold(add, g, len, T(0));
-    map2([s](T yv, T gv) { return gv - std::exp(yv) * s; }, y, g, dx, len);
+    map2([s](T yv, T gv) { return gv - vexp(yv) * s; }, y, g, dx, len);
   } else {
     const T s = fold_map2(add, [](T gv, T yv) { return gv * yv; }, g, y, len, T(0));
     map2([s](T yv, T gv) { return yv * (gv - s); }, y, g, dx, len);
@@ -91,7 +92,7 @@ void softmax_backward_block(const T* y, const T* g, T* dx, int64_t len, int64_t 
     const T *yr = y + r * inner, *gr = g + r * inner;
     T* o = dx + r * inner;
     SPSD_IVDEP
-    for (int64_t j = 0; j < inner; ++j) o[j] = log ? gr[j] - std::exp(yr[j]) * sum[j] : yr[j] * (gr[j] - sum[j]);
+    for (int64_t j = 0; j < inner; ++j) o[j] = log ? gr[j] - vexp(yr[j]) * sum[j] : yr[j] * (gr[j] - sum[j]);
   }
 }
 
@@ -184,8 +185,8 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const T* g, 
         continue;
       }
       const T mx = detail::fold(detail::MaxOf{}, x, classes, -std::numeric_limits<T>::infinity());
-      const T k = scale / detail::fold_map(add, [mx](T v) { return std::exp(v - mx); }, x, classes, T(0));
-      detail::map1([mx, k](T v) { return std::exp(v - mx) * k; }, x, o, classes);
+      const T k = scale / detail::fold_map(add, [mx](T v) { return vexp(v - mx); }, x, classes, T(0));
+      detail::map1([mx, k](T v) { return vexp(v - mx) * k; }, x, o, classes);
       o[label] -= scale;
     }
   }
