@@ -1,0 +1,50 @@
+// Boxing reuse (tensor/boxed_copies.hpp) on 4 simulated ranks: the suite of reuse_suite.hpp.
+#include <catch2/catch.hpp>
+
+#include "reuse_suite.hpp"
+#include "sim_helpers.hpp"
+#include "spsd/spsd.hpp"
+
+using spsd_test::Failures;
+
+namespace {
+void run(void (*check)(Failures&)) {
+  const Failures f = spsd_test::on_simulated_ranks(4, check);
+  INFO(f.report());
+  CHECK(f.empty());
+}
+}  // namespace
+
+TEST_CASE("boxing reuse: layer norm's backward reduce-scatters its P(sum) gradient once", "[boxing][reuse]") {
+  run(spsd_test::reuse_layer_norm_backward);
+}
+
+TEST_CASE("boxing reuse: copy_ between two boxings boxes again", "[boxing][reuse]") {
+  run(spsd_test::reuse_copy_invalidates);
+}
+
+TEST_CASE("boxing reuse: an optimizer step invalidates its parameters' entries", "[boxing][reuse]") {
+  run(spsd_test::reuse_optimizer_invalidates);
+}
+
+TEST_CASE("boxing reuse: empty pieces and ranks outside decide alike", "[boxing][reuse]") {
+  run(spsd_test::reuse_empty_pieces_and_outside_ranks);
+}
+
+TEST_CASE("boxing reuse: entries are freed with their tensor", "[boxing][reuse]") {
+  run(spsd_test::reuse_entries_freed);
+}
+
+TEST_CASE("boxing reuse: eviction under a budget is the same on every rank", "[boxing][reuse]") {
+  run(spsd_test::reuse_eviction);
+}
+
+TEST_CASE("boxing reuse: one rank forced to miss is an Error on every rank", "[boxing][reuse]") {
+  const std::vector<std::string> messages =
+      spsd_test::results_by_rank<std::string>(4, spsd_test::reuse_planted_divergence);
+  for (size_t r = 0; r < messages.size(); ++r) {
+    INFO("rank " << r << ": " << messages[r]);
+    CHECK(messages[r].find("relu") != std::string::npos);
+    CHECK(messages[r].find("reusing the boxed input 0") != std::string::npos);
+  }
+}
