@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "spsd/boxing/reuse.hpp"
 #include "spsd/spsd.hpp"
 
 namespace spsd_test {
