@@ -94,6 +94,8 @@ std::shared_ptr<Storage> InputBoxings::box(size_t i, const std::shared_ptr<const
   if (!s || s->block->find(plan->to.placement, plan->to.nd_sbp)) return out;  // an earlier input of the op kept it
   BoxedEntry e{plan->to.placement, plan->to.nd_sbp, out, piece_version};
   e.bytes = logical_bytes(*plan);
+  // Larger than the step scope's whole budget: not kept (the same answer on every rank).
+  if (boxing_reuse() == BoxingReuse::kStep && e.bytes > boxing_reuse_budget()) return out;
   if (s->handed_out) {
     *s->handed_out = new_tensor_copies();
     e.handed_out = *s->handed_out;

@@ -78,11 +78,7 @@ BoxedEntry* BoxedCopies::find(const Placement& placement, const NdSbp& nd_sbp) {
 
 BoxedEntry& BoxedCopies::insert(BoxedEntry entry, const std::vector<int64_t>& ranks) {
   if (boxing_reuse() == BoxingReuse::kStep) {
-    std::shared_ptr<ReuseBudget> budget = budget_of(ranks);
-    if (entry.bytes > budget->limit) {  // never fits: kept for this op only, as in node scope
-      entries.push_back(std::move(entry));
-      return entries.back();
-    }
+    std::shared_ptr<ReuseBudget> budget = budget_of(ranks);  // (an entry larger than it is never offered: reuse.cpp)
     // Least recently used first, in the set's program order: the same choice on every member.
     while (budget->bytes + entry.bytes > budget->limit) {
       BoxedEntry* oldest = nullptr;
