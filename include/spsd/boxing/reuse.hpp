@@ -27,8 +27,8 @@ class InputBoxings {
   std::shared_ptr<const OpIdentity> noted(const std::shared_ptr<const OpIdentity>& op) const {
     return hits_ == 0 ? op : noted_with_hits(*op);
   }
-  // Whether a boxing that runs communicates (every_plan_communicates: the caller's answer
-  // without reuse).
+  // Whether a boxing that still runs communicates, given without_reuse: whether one of plans
+  // communicates (the answer when nothing was found).
   bool communicates(std::span<const std::shared_ptr<const Plan>> plans, bool without_reuse) const {
     return without_reuse && (hits_ == 0 || still_communicates(plans));
   }
