@@ -4,6 +4,7 @@
 #include <string>
 #include <vector>
 
+#include "gpt_suite.hpp"
 #include "spsd/boxing/reuse.hpp"
 #include "spsd/spsd.hpp"
 
@@ -241,6 +242,23 @@ void reuse_eviction(Failures& f) {
   expect_equal(f, "b after a: all-gathers", calls(CollectiveKind::kAllGather), 4);
   expect_equal(f, "bytes held under a budget of 256", detail::boxing_reuse_held_bytes(), 256);
   expect_same(f, "a boxed after its eviction", a3.to_local().to_vector(), values(a));
+}
+
+void reuse_gpt_bitwise(Failures& f) {
+  for (const std::string mode : {"tensor", "2d"}) {
+    auto trace = [&](BoxingReuse r) {
+      const ReuseScope scope(r);
+      return gpt_trace<float>(mode, {0, 1, 2, 3}, 3, false);
+    };
+    const TrainTrace off = trace(BoxingReuse::kOff);
+    for (BoxingReuse r : {BoxingReuse::kNode, BoxingReuse::kStep}) {
+      const TrainTrace with = trace(r);
+      const std::string what = "GPT " + mode + ", reuse " + std::string(to_string(r)) + " against off: ";
+      if (with.losses != off.losses) f.add(where(what + "losses differ"));
+      if (with.first_gradients != off.first_gradients) f.add(where(what + "first gradients differ"));
+      if (off.losses.empty()) f.add(where(what + "no losses"));
+    }
+  }
 }
 
 std::string reuse_planted_divergence() {

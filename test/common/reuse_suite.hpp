@@ -22,6 +22,9 @@ void reuse_empty_pieces_and_outside_ranks(Failures& f);
 void reuse_entries_freed(Failures& f);
 // Step scope under a budget of one entry: the least recently used goes, alike on every rank.
 void reuse_eviction(Failures& f);
+// The GPT of examples/08 in tensor and 2d (2x2) modes, 3 Adam steps: losses and first
+// gradients under node and step bitwise those under off.
+void reuse_gpt_bitwise(Failures& f);
 // One rank forced to miss (a planted divergence): spsd::Error on every rank, naming the op.
 // Returns this rank's message ("" for none).
 std::string reuse_planted_divergence();

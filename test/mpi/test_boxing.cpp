@@ -130,6 +130,7 @@ TEST_CASE("mpi boxing reuse: the reuse suite on 4 ranks", "[boxing][reuse]") {
   spsd_test::reuse_empty_pieces_and_outside_ranks(f);
   spsd_test::reuse_entries_freed(f);
   spsd_test::reuse_eviction(f);
+  spsd_test::reuse_gpt_bitwise(f);
   INFO(f.report());
   CHECK(f.empty());
   const std::string error = spsd_test::reuse_planted_divergence();

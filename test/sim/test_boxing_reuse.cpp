@@ -39,6 +39,10 @@ TEST_CASE("boxing reuse: eviction under a budget is the same on every rank", "[b
   run(spsd_test::reuse_eviction);
 }
 
+TEST_CASE("boxing reuse: the GPT's losses and gradients are bitwise those of reuse off", "[boxing][reuse]") {
+  run(spsd_test::reuse_gpt_bitwise);
+}
+
 TEST_CASE("boxing reuse: one rank forced to miss is an Error on every rank", "[boxing][reuse]") {
   const std::vector<std::string> messages =
       spsd_test::results_by_rank<std::string>(4, spsd_test::reuse_planted_divergence);
