@@ -7,40 +7,22 @@
 
 using spsd_test::Failures;
 
-namespace {
-void run(void (*check)(Failures&)) {
-  const Failures f = spsd_test::on_simulated_ranks(4, check);
-  INFO(f.report());
-  CHECK(f.empty());
-}
-}  // namespace
-
-TEST_CASE("boxing reuse: layer norm's backward reduce-scatters its P(sum) gradient once", "[boxing][reuse]") {
-  run(spsd_test::reuse_layer_norm_backward);
-}
-
-TEST_CASE("boxing reuse: copy_ between two boxings boxes again", "[boxing][reuse]") {
-  run(spsd_test::reuse_copy_invalidates);
-}
-
-TEST_CASE("boxing reuse: an optimizer step invalidates its parameters' entries", "[boxing][reuse]") {
-  run(spsd_test::reuse_optimizer_invalidates);
-}
-
-TEST_CASE("boxing reuse: empty pieces and ranks outside decide alike", "[boxing][reuse]") {
-  run(spsd_test::reuse_empty_pieces_and_outside_ranks);
-}
-
-TEST_CASE("boxing reuse: entries are freed with their tensor", "[boxing][reuse]") {
-  run(spsd_test::reuse_entries_freed);
-}
-
-TEST_CASE("boxing reuse: eviction under a budget is the same on every rank", "[boxing][reuse]") {
-  run(spsd_test::reuse_eviction);
-}
-
-TEST_CASE("boxing reuse: the GPT's losses and gradients are bitwise those of reuse off", "[boxing][reuse]") {
-  run(spsd_test::reuse_gpt_bitwise);
+TEST_CASE("boxing reuse on 4 simulated ranks", "[boxing][reuse]") {
+  const std::pair<const char*, void (*)(Failures&)> checks[] = {
+      {"layer norm's backward reduce-scatters its P(sum) gradient once", spsd_test::reuse_layer_norm_backward},
+      {"copy_ between two boxings boxes again", spsd_test::reuse_copy_invalidates},
+      {"an optimizer step invalidates its parameters' entries", spsd_test::reuse_optimizer_invalidates},
+      {"empty pieces and ranks outside decide alike", spsd_test::reuse_empty_pieces_and_outside_ranks},
+      {"entries are freed with their tensor", spsd_test::reuse_entries_freed},
+      {"eviction under a budget is the same on every rank", spsd_test::reuse_eviction},
+      {"the GPT's losses and gradients are bitwise those of reuse off", spsd_test::reuse_gpt_bitwise},
+  };
+  for (const auto& [name, check] : checks)
+    DYNAMIC_SECTION(name) {
+      const Failures f = spsd_test::on_simulated_ranks(4, check);
+      INFO(f.report());
+      CHECK(f.empty());
+    }
 }
 
 TEST_CASE("boxing reuse: one rank forced to miss is an Error on every rank", "[boxing][reuse]") {
