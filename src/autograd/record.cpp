@@ -41,7 +41,7 @@ void record_op(std::string_view op, const OpAttrs& attrs, const Scalar& scalar, 
   if (!grad_mode || probed()) return;
   auto node = std::make_shared<GradNode>(GradNode{.op = op, .attrs = attrs, .scalar = scalar, .output = out});
   for (const InputRef& in : inputs) {
-    node->inputs.push_back({*in.shape, in.dtype, *in.placement, *in.nd_sbp, *in.local});
+    node->inputs.push_back({*in.shape, in.dtype, *in.placement, *in.nd_sbp, *in.local, *in.boxed});
     node->input_meta.push_back(wanting_grad(*in.autograd));
   }
   attach_node(std::move(node), out_meta);

@@ -75,8 +75,13 @@ void check_saved_tensors(const std::vector<GradNode*>& order) {
 }
 
 void free_saved_tensors(GradNode& node) {
-  for (GlobalData& in : node.inputs) in.local.reset();
+  // What was boxed from them goes too (the same on every rank: every rank frees the node here).
+  for (GlobalData& in : node.inputs) {
+    in.local.reset();
+    if (in.boxed) in.boxed->clear();
+  }
   node.output.local.reset();
+  if (node.output.boxed) node.output.boxed->clear();
   node.closure = nullptr;
   node.freed = true;
 }

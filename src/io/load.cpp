@@ -92,6 +92,7 @@ void load_checkpoint(const std::string& dir, StateDict& into) {
   size_t i = 0;
   for (const auto& [name, d] : into.entries()) {
     const GlobalData value = to_target(m.tensors.at(name), loaded[i++], d.dtype, d.placement, d.nd_sbp);
+    bump_boxed_version(d.boxed);  // on every rank holding the tensor: what was boxed from it is stale
     if (!d.local || !value.local) continue;  // a rank outside the placement
     const int64_t bytes = box_of(d.shape, d.placement, d.nd_sbp, rank()).numel() * size_of(d.dtype);
     copy_bytes(d.local->data(), d.placement.device_type(), std::as_const(*value.local).data(), d.placement.device_type(),

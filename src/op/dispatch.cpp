@@ -7,6 +7,7 @@
 #include <unordered_map>
 
 #include "spsd/boxing/planner.hpp"
+#include "spsd/boxing/reuse.hpp"
 #include "spsd/runtime/consistency.hpp"
 #include "spsd/runtime/device.hpp"
 #include "spsd/runtime/log.hpp"
@@ -87,9 +88,17 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
   p.coords = placement.coords(me);
   if (const int level = log_level("dispatch"); level > 0 && me == placement.ranks().front())
     log_line("dispatch", log_text(r, level));
+  // Inputs already boxed to the layout the signature takes (boxing/reuse.hpp): decided before
+  // the note, which names them, so that every rank of the placement agrees on them.
+  InputBoxings boxings;
+  const bool communicates = r.communicates();
+  if (communicates)
+    for (size_t i = 0; i < inputs.size(); ++i)
+      if (*inputs[i].boxed && r.plans[i] && r.plans[i]->communicates())
+        boxings.find(op.name, i, *r.plans[i], inputs[i].boxed->get(), inputs[i].local->get());
   const ScalarOperand operand{scalar.f, scalar.bits};
-  note_op(placement.ranks(), r.identity, scalar.present ? &operand : nullptr);
-  if (r.communicates()) check_ops(placement.ranks());
+  note_op(placement.ranks(), boxings.noted(r.identity), scalar.present ? &operand : nullptr);
+  if (boxings.communicates(r.plans, communicates)) check_ops(placement.ranks());
 
   p.locals.reserve(inputs.size());
   for (size_t i = 0; i < inputs.size(); ++i) {
@@ -99,7 +108,7 @@ Prepared prepare_op(const OpSchema& op, const OpAttrs& attrs, std::span<const In
     if (!local || local->bytes() < inputs[i].shape->numel() * size_of(inputs[i].dtype))
       check_piece_holds(op.name, "input", static_cast<int64_t>(i), *inputs[i].shape, inputs[i].dtype, placement,
                         *inputs[i].nd_sbp, p.coords, local.get());
-    p.locals.push_back(r.plans[i] ? run_plan(r.plans[i], local, Urgency::kNow) : local);
+    p.locals.push_back(r.plans[i] ? boxings.box(i, r.plans[i], local, Urgency::kNow, placement.ranks()) : local);
   }
   return p;
 }

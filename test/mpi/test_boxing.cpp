@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include "boxing_suite.hpp"
+#include "reuse_suite.hpp"
 
 using namespace spsd;
 using spsd_test::Failures;
@@ -117,4 +118,22 @@ TEST_CASE("mpi 16-bit: moves and reductions of bfloat16 and float16", "[boxing]"
           std::to_string(static_cast<float>(h.to_vector()[5])));
   INFO(f.report());
   CHECK(f.empty());
+}
+
+// Boxing reuse (tensor/boxed_copies.hpp) under mpirun -np 4: the suite of reuse_suite.hpp.
+TEST_CASE("mpi boxing reuse: the reuse suite on 4 ranks", "[boxing][reuse]") {
+  if (world_size() != 4) return;
+  Failures f;
+  spsd_test::reuse_layer_norm_backward(f);
+  spsd_test::reuse_copy_invalidates(f);
+  spsd_test::reuse_optimizer_invalidates(f);
+  spsd_test::reuse_empty_pieces_and_outside_ranks(f);
+  spsd_test::reuse_entries_freed(f);
+  spsd_test::reuse_eviction(f);
+  spsd_test::reuse_gpt_bitwise(f);
+  INFO(f.report());
+  CHECK(f.empty());
+  const std::string error = spsd_test::reuse_planted_divergence();
+  INFO(error);
+  CHECK(error.find("reusing the boxed input 0") != std::string::npos);
 }

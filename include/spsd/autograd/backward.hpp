@@ -113,9 +113,14 @@ inline GradList run_node(GradNode& node) {
   SPSD_CHECK(node.backward != nullptr, "backward", "no gradient is defined for op ", node.op,
              " (output ", describe(node.output), "); compute it under NoGradGuard or on detach()ed inputs");
   GradList grad_in(node.inputs.size());
-  const GlobalData grad_out = std::move(*node.grad_out);
+  GlobalData grad_out = std::move(*node.grad_out);
   node.grad_out.reset();
+  // The node scope of boxing reuse (tensor/boxed_copies.hpp): the rules box the output gradient
+  // to a layout once however many of their ops take it there; what they boxed goes on return.
+  const bool node_scope = boxing_reuse() == BoxingReuse::kNode;
+  if (node_scope) grad_out.boxed = std::make_shared<BoxedCopies>();
   node.backward(node, grad_out, grad_in);
+  if (node_scope) grad_out.boxed->clear();
   return grad_in;
 }
 

@@ -273,6 +273,8 @@ class Optimizer : public OptimizerBase {
   void update_locally(size_t i, const GlobalTensor<T>& g, const std::shared_ptr<const detail::OpIdentity>& identity,
                       const detail::ScalarOperand* scalar, std::string_view name, Update&& update) {
     GlobalTensor<T>& p = params_[i];
+    // Written in place: on every rank holding p, those outside its placement too (boxing reuse).
+    detail::bump_boxed_version(p.boxed_copies());
     if (!p.placement().contains(rank())) return;
     detail::note_op(p.placement().ranks(), identity, scalar);
     Tensor<T> p_local = p.to_local();  // shares the parameter's storage

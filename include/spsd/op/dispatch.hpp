@@ -100,13 +100,15 @@ struct InputRef {
   const NdSbp* nd_sbp;
   const std::shared_ptr<Storage>* local;
   const std::shared_ptr<AutogradMeta>* autograd;  // the tensor's autograd state (often null)
+  const std::shared_ptr<BoxedCopies>* boxed;       // the layouts it was boxed to (tensor/boxed_copies.hpp)
 };
 
 template <Element T>
 InputRef input_ref(const GlobalTensor<T>& t) {
   // An undefined tensor: null references, which prepare_op reports naming the op and the input.
-  if (!t.defined()) return {nullptr, dtype_of<T>, nullptr, nullptr, nullptr, &t.autograd_meta()};
-  return {&t.shape(), dtype_of<T>, &t.placement(), &t.nd_sbp(), &t.to_local().storage(), &t.autograd_meta()};
+  if (!t.defined()) return {nullptr, dtype_of<T>, nullptr, nullptr, nullptr, &t.autograd_meta(), nullptr};
+  return {&t.shape(), dtype_of<T>, &t.placement(), &t.nd_sbp(), &t.to_local().storage(), &t.autograd_meta(),
+          &t.boxed_copies()};
 }
 
 // out, recorded for backward when an input requires grad (autograd/ sits above op/: through the

@@ -10,6 +10,7 @@
 #include "spsd/layout/diagram.hpp"
 #include "spsd/layout/split.hpp"
 #include "spsd/runtime/runtime.hpp"
+#include "spsd/tensor/boxed_copies.hpp"
 #include "spsd/tensor/capture.hpp"
 #include "spsd/tensor/hooks.hpp"
 #include "spsd/tensor/tensor.hpp"
@@ -25,6 +26,9 @@ struct GlobalData {
   Placement placement;
   NdSbp nd_sbp;
   std::shared_ptr<Storage> local;  // this rank's box; null on ranks outside the placement
+  // The layouts it was already boxed to (tensor/boxed_copies.hpp), shared by the tensor's
+  // copies on every rank that holds it; null where nothing caches.
+  std::shared_ptr<BoxedCopies> boxed;
 };
 
 // Throws unless nd_sbp fits shape and placement, and the placement fits the world.
@@ -90,7 +94,8 @@ class GlobalTensor {
       : shape_(std::move(shape)),
         placement_(std::move(placement)),
         nd_sbp_(normalize_axes(std::move(nd_sbp), shape_.ndim())),
-        local_(std::move(local)) {}
+        local_(std::move(local)),
+        boxed_(detail::new_tensor_copies()) {}
 
   // An undefined tensor: a slot to assign a tensor to later (a member, a container's element, a
   // branch's result), as torch's C++ at::Tensor(). Every use of it but assigning to it,
@@ -155,14 +160,15 @@ class GlobalTensor {
 
   detail::GlobalData data() const {
     detail::check_defined(defined_, "GlobalTensor::data", dtype_of<T>);
-    return {shape_, dtype_of<T>, placement_, nd_sbp_, local_.storage()};
+    return {shape_, dtype_of<T>, placement_, nd_sbp_, local_.storage(), boxed_};
   }
   // The inverse of data(): wraps a dtype-erased global tensor (this rank's piece is its box).
   static GlobalTensor from_data(const detail::GlobalData& d) {
     SPSD_CHECK(d.dtype == dtype_of<T>, "GlobalTensor", "data of dtype ", d.dtype, " wrapped as ", dtype_of<T>);
     Tensor<T> local;
     if (d.local) local = Tensor<T>(box_of(d.shape, d.placement, d.nd_sbp, rank()).shape(), d.local);
-    return GlobalTensor(d.shape, d.placement, d.nd_sbp, std::move(local));
+    // The same tensor as d's other copies: the same block (a new one when d has none).
+    return GlobalTensor(d.shape, d.placement, d.nd_sbp, std::move(local), d.boxed ? d.boxed : detail::new_tensor_copies());
   }
 
   // ---- autograd (docs/autograd.md) ----
@@ -204,7 +210,7 @@ class GlobalTensor {
   // The same values (shared storage) outside autograd: a leaf that does not require grad.
   GlobalTensor detach() const {
     detail::check_defined(defined_, "detach", dtype_of<T>);
-    return GlobalTensor(shape_, placement_, nd_sbp_, local_);
+    return GlobalTensor(shape_, placement_, nd_sbp_, local_, boxed_);  // the same values: the same block
   }
   // In place: this tensor's pieces take src's values (boxed into this layout first). Every copy
   // of this tensor, and every graph that saved it, sees the new values (as torch's copy_).
@@ -220,6 +226,9 @@ class GlobalTensor {
     const GlobalTensor moved = src.placement() == placement_ && src.nd_sbp() == nd_sbp_
                                    ? src
                                    : src.detach().to_global(placement_, nd_sbp_);
+    // On every rank holding the tensor, before the return of those outside its placement:
+    // what was boxed from it is stale everywhere alike (tensor/boxed_copies.hpp).
+    detail::bump_boxed_version(boxed_);
     if (!placement_.contains(rank()) || moved.to_local().data() == local_.data()) return;
     // Distinct storages (moved is a fresh box, or src's own when the layouts match); a box's
     // worth, which both hold (checked above).
@@ -232,13 +241,23 @@ class GlobalTensor {
 
   const std::shared_ptr<detail::AutogradMeta>& autograd_meta() const { return autograd_; }
   std::shared_ptr<detail::AutogradMeta>& autograd_meta() { return autograd_; }
+  // The layouts this tensor was already boxed to (tensor/boxed_copies.hpp); null where nothing caches.
+  const std::shared_ptr<detail::BoxedCopies>& boxed_copies() const { return boxed_; }
 
  private:
+  GlobalTensor(Shape shape, Placement placement, NdSbp nd_sbp, Tensor<T> local, std::shared_ptr<detail::BoxedCopies> boxed)
+      : shape_(std::move(shape)),
+        placement_(std::move(placement)),
+        nd_sbp_(normalize_axes(std::move(nd_sbp), shape_.ndim())),
+        local_(std::move(local)),
+        boxed_(std::move(boxed)) {}
+
   Shape shape_;
   Placement placement_;
   NdSbp nd_sbp_;
   Tensor<T> local_;
   std::shared_ptr<detail::AutogradMeta> autograd_;  // null: not part of autograd
+  std::shared_ptr<detail::BoxedCopies> boxed_;      // shared by the copies; null where nothing caches
   bool defined_ = true;
 };
 
