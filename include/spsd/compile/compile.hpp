@@ -40,6 +40,7 @@
 
 namespace spsd {
 
+// How spsd::compile captures and replays (docs/compile.md).
 struct CompileOptions {
   bool search_layouts = true;       // choose every op's signature jointly (false: eager's choices)
   bool cuda_graph = true;           // on cuda placements, replay as one CUDA graph (not yet: see docs/compile.md)
@@ -83,11 +84,14 @@ concept StepArgument = requires { typename std::remove_cvref_t<A>::value_type; }
 
 }  // namespace detail
 
+// A step and its tapes, one per key of arguments (what spsd::compile returns).
 template <class F>
 class CompiledStep {
  public:
+  // step: called as step(args...) with GlobalTensor arguments, at each capture.
   CompiledStep(F step, CompileOptions options) : step_(std::move(step)), tapes_(options) {}
 
+  // The step on args: captured on the first call with their key, replayed after. Collective.
   template <class... Args>
     requires(detail::StepArgument<Args> && ...)
   auto operator()(const Args&... args) {
@@ -136,6 +140,7 @@ class CompiledStep {
   detail::CompiledTapes tapes_;
 };
 
+// step as a compiled step: see the top of this file and docs/compile.md.
 template <class F>
 CompiledStep<F> compile(F step, CompileOptions options = {}) {
   return CompiledStep<F>(std::move(step), options);

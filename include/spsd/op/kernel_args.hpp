@@ -19,12 +19,14 @@ struct Scalar {
   int64_t i = 0;
   bool present = false;
   uint64_t bits = 0;
+  // v as an operand: its value as double and int64, and its exact bits.
   template <Element T>
   static Scalar of(T v) {
     const double f = static_cast<double>(v);
     const int64_t i = std::is_integral_v<T> ? static_cast<int64_t>(v) : 0;
     return {f, i, true, std::is_integral_v<T> ? static_cast<uint64_t>(i) : std::bit_cast<uint64_t>(f)};
   }
+  // The operand in the kernel's element type.
   template <Element T>
   T as() const {
     if constexpr (std::is_integral_v<T>) return static_cast<T>(i);
@@ -38,6 +40,7 @@ struct LocalInput {
   Shape shape;               // of the piece
   Box box;                   // the piece's place in the global tensor
   const TensorMeta* global;  // the whole tensor's type
+  // The piece's elements as T.
   template <Element T>
   const T* as() const { return static_cast<const T*>(data); }
   // The row-major index in the whole tensor of the piece's element at row-major index local.
@@ -52,6 +55,8 @@ struct LocalInput {
   }
 };
 
+// Everything a kernel gets: the attributes, the scalar operand, this rank's input pieces and
+// output piece (with their boxes), the chosen signature and where to run.
 struct KernelArgs {
   const OpAttrs& attrs;
   Scalar scalar;
@@ -62,8 +67,10 @@ struct KernelArgs {
   const TensorMeta& out_global;
   const NdSignature& signature;
   kernel::Target target;    // where the pieces live and the kernel runs
+  // Input i's piece as T.
   template <Element T>
   const T* in(size_t i) const { return inputs[i].as<T>(); }
+  // The output piece as T (the kernel writes every element).
   template <Element T>
   T* out_as() const { return static_cast<T*>(out); }
 };

@@ -28,6 +28,8 @@
 
 namespace spsd {
 
+// Whether a tensor boxed to a layout is kept for the next op that needs that layout: never,
+// within a backward rule (the default), or within a step under a byte budget (docs/boxing.md).
 enum class BoxingReuse { kOff, kNode, kStep };
 
 // The calling rank's setting (SPSD_BOXING_REUSE, read at the rank's first use); tests and
@@ -39,9 +41,11 @@ BoxingReuse boxing_reuse();
 void set_boxing_reuse_budget(int64_t bytes);
 int64_t boxing_reuse_budget();
 
+// "off", "node", "step": the values of SPSD_BOXING_REUSE.
 constexpr std::string_view to_string(BoxingReuse r) {
   return r == BoxingReuse::kOff ? "off" : r == BoxingReuse::kNode ? "node" : r == BoxingReuse::kStep ? "step" : "?";
 }
+// Prints to_string(r).
 inline std::ostream& operator<<(std::ostream& os, BoxingReuse r) { return os << to_string(r); }
 
 namespace detail {

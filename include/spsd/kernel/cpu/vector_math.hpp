@@ -48,6 +48,7 @@ template <class... Cs>
 
 }  // namespace vector_math
 
+// exp(x) within 1 ulp, branch-free so that loops over it vectorize (docs/operators.md).
 [[gnu::always_inline]] inline float exp_float(float x) {
   using namespace vector_math;
   // Outside [-104, 89] the result is 0 or inf anyway; the clamps keep 2^n in range. A NaN
@@ -70,6 +71,7 @@ template <class... Cs>
   return p * s1 * s2;
 }
 
+// erf(x) within 3 ulp, branch-free.
 [[gnu::always_inline]] inline float erf_float(float x) {
   using namespace vector_math;
   const float t = std::fabs(x);
@@ -83,6 +85,7 @@ template <class... Cs>
   return select(t < 1.5f, small, large);  // a NaN takes `large`, NaN too
 }
 
+// tanh(x) within 2 ulp, branch-free (tanh(-0) is +0).
 [[gnu::always_inline]] inline float tanh_float(float x) {
   using namespace vector_math;
   const float t = std::fabs(x), s = x * x;
