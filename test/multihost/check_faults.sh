@@ -81,10 +81,12 @@ finish() {
 }
 
 # expect_error NAME RANK FAULT_MS TEXT...: rank RANK's report holds one spsd::Error containing every TEXT,
-# at most timeout + probe + 1.5 s after the fault.
+# at most timeout + probe + 1.5 s after the fault. A rank cut off from mpirun may still be writing
+# it when mpirun has ended (it ends as soon as the ranks it reaches abort): wait until that bound.
 expect_error() {
   local name=$1 r=$2 fault=$3 line at
   shift 3
+  while [ ! -s "$report/rank-$r.txt" ] && [ $(($(now) - fault)) -le $((timeout_s * 1000 + 2500)) ]; do sleep 0.1; done
   line=$(cat "$report/rank-$r.txt" 2>/dev/null)
   [ -n "$line" ] || { cat "$log" >&2; fail "$name: rank $r reported no spsd::Error"; }
   for text in "$@"; do
