@@ -59,8 +59,8 @@ struct SgdOptions {
 };
 
 // Adam's and AdamW's hyper-parameters, torch.optim.Adam's defaults (also for AdamW: weight_decay
-// 0, where torch's AdamW has 0.01). The constructor checks lr finite and >= 0, beta1 and beta2 in [0, 1), eps > 0 and
-// weight_decay >= 0.
+// 0, where torch's AdamW has 0.01). The constructor checks lr finite and >= 0, beta1 and beta2
+// in [0, 1), eps > 0 and weight_decay >= 0.
 struct AdamOptions {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999;
@@ -350,7 +350,7 @@ class SGD : public Optimizer<T> {
   }
 
   // One update of every parameter with a gradient (the others are skipped), in place; collective.
-  // Error: a parameter was replaced by nn::parallelize after this optimizer took it.
+  // Error: nn::parallelize or pipeline::Pipeline replaced a parameter after this optimizer took it.
   void step() {
     const detail::HostStep replayed("SGD.step", [this] { step(); });  // a compiled step runs it again
     NoGradGuard no_grad;
@@ -415,7 +415,8 @@ class Adam : public Optimizer<T> {
   Adam(Named params, AdamOptions options) : Adam("Adam", std::move(params), options, false) {}
 
   // One update of every parameter with a gradient (the others are skipped), in place; counts a
-  // step; collective. Error: a parameter was replaced by nn::parallelize after this optimizer took it.
+  // step; collective. Error: nn::parallelize or pipeline::Pipeline replaced a parameter after
+  // this optimizer took it.
   void step() {
     const detail::HostStep replayed(this->name_, [this] { step(); });  // a compiled step runs it again
     NoGradGuard no_grad;

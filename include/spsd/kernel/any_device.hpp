@@ -92,7 +92,7 @@ template <Element T>
 void scale(const Target& t, T* x, int64_t n, compute_t<T> factor) {
   SPSD_ON_TARGET(t, scale<T>, x, n, factor);
 }
-// out = op-reduction of x over the sorted axes, those axes removed (kernel/cpu/reduce.hpp).
+// out = op-reduction of x over axes (sorted, unique), those axes removed (kernel/cpu/reduce.hpp).
 template <Element T>
 void reduce(const Target& t, ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64_t> axes, T* out) {
   SPSD_ON_TARGET(t, reduce<T>, op, x, x_shape, axes, out);

@@ -30,8 +30,8 @@ inline std::string_view to_string(Activation a) {
   return "?";
 }
 
-// a applied to x elementwise (the op of that name; the output has x's layout). spsd::Error for a
-// value that is not an enumerator.
+// a applied to x elementwise (the op of that name). spsd::Error for a value that is not an
+// enumerator.
 template <Element C>
 GlobalTensor<C> activate(const GlobalTensor<C>& x, Activation a) {
   switch (a) {
