@@ -18,6 +18,24 @@ import sys
 
 SCOPE_KEYWORDS = re.compile(r'\b(namespace|class|struct|union|enum)\b')
 ACCESS = re.compile(r'^\s*(public|protected|private)\s*:')
+TEMPLATE_HEAD = re.compile(r'^\s*template\s*<')
+
+
+def without_template_head(statement):
+    """statement without a leading `template <...>`, whose default arguments (`class C = T`)
+    would otherwise make a class template's `{` look like an initializer's."""
+    m = TEMPLATE_HEAD.match(statement)
+    if not m:
+        return statement
+    depth = 0
+    for i in range(m.end() - 1, len(statement)):
+        if statement[i] == '<':
+            depth += 1
+        elif statement[i] == '>':
+            depth -= 1
+            if depth == 0:
+                return statement[i + 1:]
+    return statement
 
 
 def split_comment(line):
@@ -78,7 +96,8 @@ def scan(lines):
         line = Line(text, preprocessor, tuple(stack))
         for c in line.code:
             if c == '{':
-                scope = bool(SCOPE_KEYWORDS.search(statement)) and '(' not in statement and '=' not in statement
+                head = without_template_head(statement)
+                scope = bool(SCOPE_KEYWORDS.search(head)) and '(' not in head and '=' not in head
                 line.opens_scope |= scope
                 stack.append(scope)
                 statement = ''

@@ -40,6 +40,7 @@
 
 namespace spsd {
 
+// The options of a backward() call (above); the defaults suit training.
 struct BackwardOptions {
   // Keep what the graph saved, so that another backward can run through it (as torch's
   // retain_graph). Off: each node's saved tensors are dropped once backward has run through it,

@@ -26,9 +26,14 @@
 
 namespace spsd {
 
+// Scales the gradients so that their total norm_type-norm (infinity: the max norm) is at most
+// max_norm, and returns that norm before clipping (above). Error: max_norm < 0, norm_type <= 0,
+// or a parameter that is undefined or not a leaf that requires grad.
 template <FloatingElement T>
 double clip_grad_norm_(const std::vector<GlobalTensor<T>>& params, double max_norm, double norm_type = 2);
 
+// Clamps every gradient element into [-clip_value, clip_value] (above). Error: clip_value < 0,
+// or a parameter that is undefined or not a leaf that requires grad.
 template <FloatingElement T>
 void clip_grad_value_(const std::vector<GlobalTensor<T>>& params, double clip_value);
 

@@ -26,6 +26,8 @@
 
 namespace spsd {
 
+// A backward rule's view of its node (above): read the inputs, output and output gradient; set
+// the gradient of each input that wants() one.
 template <FloatingElement T>
 struct GradArgs {
   using value_type = T;

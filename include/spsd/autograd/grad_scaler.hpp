@@ -29,6 +29,7 @@
 
 namespace spsd {
 
+// GradScaler's settings, torch.amp.GradScaler's defaults.
 struct GradScalerOptions {
   double init_scale = 65536.0;  // 2^16
   double growth_factor = 2.0;
@@ -59,8 +60,11 @@ class NonfiniteFlags {
 
 }  // namespace detail
 
+// Loss scaling for float16 training: scale the loss, then step and update through it (above).
 class GradScaler {
  public:
+  // Starts at options.init_scale. Error: init_scale not finite and positive, growth_factor not
+  // finite and > 1, backoff_factor outside (0, 1), or growth_interval <= 0.
   explicit GradScaler(GradScalerOptions options = {});
 
   // loss * scale. A float32 (or float64) loss: scaled float16 values would overflow at 65504.
@@ -107,6 +111,7 @@ class GradScaler {
   // it after growth_interval clean steps in a row.
   void update();
 
+  // The current scale (the loss multiplier).
   double scale_value() const { return scale_; }
   // Whether this step's gradients held inf or NaN (after unscale/step, before update).
   bool found_nonfinite() const { return found_nonfinite_; }

@@ -29,6 +29,8 @@ inline thread_local bool grad_sync = true;
 // Whether backward reduces parameter gradients (false inside NoGradSync).
 inline bool is_grad_sync_enabled() { return detail::grad_sync; }
 
+// While one lives, backward leaves parameter gradients partial (gradient accumulation, above).
+// Not copyable; it restores the previous setting when it goes.
 class NoGradSync {
  public:
   NoGradSync() : previous_(detail::grad_sync) { detail::grad_sync = false; }

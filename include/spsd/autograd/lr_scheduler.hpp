@@ -24,6 +24,8 @@
 
 namespace spsd {
 
+// The base of the schedules: sets optimizer.lr() to base_lr() * factor(step) (above). Holds a
+// reference to its optimizer, which must outlive it; not copyable.
 class LRScheduler {
  public:
   virtual ~LRScheduler() = default;
@@ -68,8 +70,10 @@ struct LinearWarmupOptions {
   int64_t warmup_steps = 0;  // >= 1
   double start_factor = 0;   // in [0, 1]
 };
+// Linear warmup to base_lr over warmup_steps, then base_lr (LinearWarmupOptions).
 class LinearWarmup final : public LRScheduler {
  public:
+  // Sets the optimizer's lr for step 0. Error: warmup_steps < 1 or start_factor outside [0, 1].
   LinearWarmup(OptimizerBase& optimizer, LinearWarmupOptions options);
 
  private:
@@ -85,8 +89,11 @@ struct CosineWithWarmupOptions {
   int64_t total_steps = 0;   // > warmup_steps
   double min_factor = 0;     // in [0, 1]: the learning rate at the end, as a fraction of base_lr
 };
+// Linear warmup, then cosine decay to min_factor * base_lr (CosineWithWarmupOptions).
 class CosineWithWarmup final : public LRScheduler {
  public:
+  // Sets the optimizer's lr for step 0. Error: warmup_steps < 0, total_steps <= warmup_steps,
+  // or min_factor outside [0, 1].
   CosineWithWarmup(OptimizerBase& optimizer, CosineWithWarmupOptions options);
 
  private:
@@ -99,8 +106,10 @@ struct StepDecayOptions {
   int64_t step_size = 0;  // >= 1
   double gamma = 0.1;     // in [0, 1]
 };
+// Multiplies the learning rate by gamma every step_size steps (StepDecayOptions).
 class StepDecay final : public LRScheduler {
  public:
+  // Sets the optimizer's lr for step 0. Error: step_size < 1 or gamma outside [0, 1].
   StepDecay(OptimizerBase& optimizer, StepDecayOptions options);
 
  private:
@@ -112,6 +121,7 @@ class StepDecay final : public LRScheduler {
 // (an Error otherwise, naming the step), the same on every rank.
 class LambdaLR final : public LRScheduler {
  public:
+  // Sets the optimizer's lr for step 0 (f(0)). Error: f is empty.
   LambdaLR(OptimizerBase& optimizer, std::function<double(int64_t step)> f);
 
  private:

@@ -72,6 +72,8 @@ void record_closure(std::shared_ptr<GradNode> node, std::shared_ptr<AutogradMeta
 // Grad mode: while off (NoGradGuard), ops record nothing (evaluation, optimizer updates).
 inline bool is_grad_enabled() { return detail::grad_mode; }
 
+// Turns grad mode off on this thread while it lives (as torch.no_grad), then restores the
+// previous mode. Not copyable.
 class NoGradGuard {
  public:
   NoGradGuard() : previous_(detail::grad_mode) { detail::grad_mode = false; }

@@ -49,6 +49,8 @@
 
 namespace spsd {
 
+// SGD's hyper-parameters (default: plain SGD at lr 0.01). The constructor checks lr finite and
+// >= 0, momentum in [0, 1], weight_decay >= 0, and nesterov only with momentum > 0.
 struct SgdOptions {
   double lr = 0.01;
   double momentum = 0;
@@ -56,6 +58,9 @@ struct SgdOptions {
   bool nesterov = false;
 };
 
+// Adam's and AdamW's hyper-parameters, torch.optim.Adam's defaults (also for AdamW: weight_decay
+// 0, where torch's AdamW has 0.01). The constructor checks lr finite and >= 0, beta1 and beta2
+// in [0, 1), eps > 0 and weight_decay >= 0.
 struct AdamOptions {
   double lr = 1e-3;
   double beta1 = 0.9, beta2 = 0.999;
@@ -71,6 +76,7 @@ template <FloatingElement T>
 struct SgdState {
   std::vector<std::optional<GlobalTensor<T>>> momentum;
 };
+// Adam's state (as SgdState, above): the step count and the two moments per parameter.
 template <FloatingElement T>
 struct AdamState {
   int64_t steps = 0;  // steps taken: the bias corrections depend on it
@@ -83,6 +89,7 @@ struct AdamState {
 class OptimizerBase {
  public:
   virtual ~OptimizerBase() = default;
+  // "SGD", "Adam" or "AdamW": how errors and traces name it.
   std::string_view name() const { return name_; }
   // "SGD.set_lr": how errors name a method of this optimizer.
   std::string method(std::string_view m) const { return detail::concat(name_, ".", m); }
@@ -112,6 +119,7 @@ class OptimizerBase {
   }
 
  protected:
+  // Error: lr is negative or not finite.
   OptimizerBase(std::string_view name, double lr, Placement scalar_placement)
       : name_(name), lr_(lr), scalar_placement_(std::move(scalar_placement)) {
     SPSD_CHECK(lr >= 0 && std::isfinite(lr), name_, "lr must be finite and >= 0, got ", lr);
@@ -121,9 +129,11 @@ class OptimizerBase {
   Placement scalar_placement_;
 };
 
+// The parameters of T an optimizer updates, with their names; SGD, Adam and AdamW derive from it.
 template <FloatingElement T>
 class Optimizer : public OptimizerBase {
  public:
+  // The parameters, in the order given (the tensors themselves: they share the model's storage).
   const std::vector<GlobalTensor<T>>& params() const { return params_; }
   // The parameters' names: what state_dict() keys their state by.
   const std::vector<std::string>& param_names() const { return names_; }
@@ -137,6 +147,8 @@ class Optimizer : public OptimizerBase {
  protected:
   using Named = std::vector<std::pair<std::string, GlobalTensor<T>>>;
 
+  // Error: no parameter, or one that is not a defined leaf requiring grad, is partial, is listed
+  // twice, or whose name is empty, not printable ASCII without spaces, or taken.
   Optimizer(std::string_view name, double lr, Named named)
       : OptimizerBase(name, lr, first_placement(name, named)) {
     std::unordered_set<const void*> seen;
@@ -317,10 +329,13 @@ class Optimizer : public OptimizerBase {
   }
 };
 
+// Stochastic gradient descent with momentum, Nesterov and L2 weight decay (torch.optim.SGD).
 template <FloatingElement T>
 class SGD : public Optimizer<T> {
  public:
   using typename Optimizer<T>::Named;
+  // Parameters named "0", "1", ... by position. Error: options or parameters out of range
+  // (SgdOptions; Optimizer's constructor).
   SGD(std::vector<GlobalTensor<T>> params, SgdOptions options)
       : SGD(Optimizer<T>::by_position(std::move(params)), options) {}
   // Parameters with their names (model.named_parameters()): state_dict() keys their state by them.
@@ -334,6 +349,8 @@ class SGD : public Optimizer<T> {
                                    this->exact(options.weight_decay), ", nesterov=", options.nesterov));
   }
 
+  // One update of every parameter with a gradient (the others are skipped), in place; collective.
+  // Error: nn::parallelize or pipeline::Pipeline replaced a parameter after this optimizer took it.
   void step() {
     const detail::HostStep replayed("SGD.step", [this] { step(); });  // a compiled step runs it again
     NoGradGuard no_grad;
@@ -357,6 +374,8 @@ class SGD : public Optimizer<T> {
     }
   }
 
+  // A copy of the momentum buffers; load_state takes copies of given ones, boxed into the
+  // parameters' layouts. Error: not one entry per parameter, or an entry of another shape.
   SgdState<T> state() const { return {this->copies(momentum_)}; }
   void load_state(SgdState<T> state) { momentum_ = this->adopt_state("momentum", std::move(state.momentum)); }
 
@@ -383,15 +402,21 @@ class SGD : public Optimizer<T> {
   std::vector<std::shared_ptr<const detail::OpIdentity>> identities_;
 };
 
+// Adam (Kingma & Ba) with L2 weight decay on the gradient (torch.optim.Adam).
 template <FloatingElement T>
 class Adam : public Optimizer<T> {
  public:
   using typename Optimizer<T>::Named;
+  // Parameters named "0", "1", ... by position. Error: options or parameters out of range
+  // (AdamOptions; Optimizer's constructor).
   Adam(std::vector<GlobalTensor<T>> params, AdamOptions options)
       : Adam("Adam", Optimizer<T>::by_position(std::move(params)), options, false) {}
   // Parameters with their names (model.named_parameters()): state_dict() keys their state by them.
   Adam(Named params, AdamOptions options) : Adam("Adam", std::move(params), options, false) {}
 
+  // One update of every parameter with a gradient (the others are skipped), in place; counts a
+  // step; collective. Error: nn::parallelize or pipeline::Pipeline replaced a parameter after
+  // this optimizer took it.
   void step() {
     const detail::HostStep replayed(this->name_, [this] { step(); });  // a compiled step runs it again
     NoGradGuard no_grad;
@@ -431,7 +456,10 @@ class Adam : public Optimizer<T> {
     }
   }
 
+  // The updates taken so far (t of the bias corrections).
   int64_t steps() const { return steps_; }
+  // A copy of the step count and moments; load_state takes copies of given ones, boxed into the
+  // parameters' layouts. Error: steps < 0, not one entry per parameter, or an entry of another shape.
   AdamState<T> state() const { return {steps_, this->copies(m_), this->copies(v_)}; }
   void load_state(AdamState<T> state) {
     SPSD_CHECK(state.steps >= 0, this->name_, "load_state: steps must be non-negative, got ", state.steps);
@@ -466,6 +494,8 @@ class Adam : public Optimizer<T> {
   }
 
  protected:
+  // AdamW's too: name "Adam" or "AdamW"; decoupled: weight decay applied to the parameter
+  // (p *= 1 - lr * weight_decay) instead of added to the gradient.
   Adam(std::string_view name, Named params, AdamOptions options, bool decoupled)
       : Optimizer<T>(name, options.lr, std::move(params)), options_(options), decoupled_(decoupled),
         m_(this->params_.size()), v_(this->params_.size()) {
@@ -492,6 +522,7 @@ template <FloatingElement T>
 class AdamW : public Adam<T> {
  public:
   using typename Adam<T>::Named;
+  // By position ("0", "1", ...) or with names, as Adam's constructors; the same errors.
   AdamW(std::vector<GlobalTensor<T>> params, AdamOptions options)
       : Adam<T>("AdamW", Optimizer<T>::by_position(std::move(params)), options, true) {}
   AdamW(Named params, AdamOptions options) : Adam<T>("AdamW", std::move(params), options, true) {}

@@ -84,6 +84,9 @@ void recompute_backward(const Fn& fn, const SeedStream& seeds, const GradNode& n
 
 }  // namespace detail
 
+// fn(inputs...), its activations recomputed in backward instead of kept (above). A compile error
+// when fn does not return one floating GlobalTensor; an Error in backward when the recomputation
+// gives another shape, dtype or layout.
 template <class Fn, class... Ts>
 auto checkpoint(Fn fn, const GlobalTensor<Ts>&... inputs) {
   using Out = std::invoke_result_t<Fn&, const GlobalTensor<Ts>&...>;

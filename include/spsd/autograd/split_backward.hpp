@@ -28,6 +28,8 @@ namespace detail {
 struct SplitBackward;  // src/autograd/split_backward.cpp
 }  // namespace detail
 
+// The parameter gradients backward_input deferred (above), computed by run(). Holds the graph
+// alive until then; default-made: nothing pending.
 class WeightGradients {
  public:
   WeightGradients() = default;

@@ -7,6 +7,7 @@
 
 namespace spsd {
 
+// The model's constants, in microseconds (per byte for beta and gamma).
 struct CostModel {
   double alpha_us;           // one message / one algorithm round
   double beta_us_per_byte;   // inverse bandwidth between ranks
@@ -20,6 +21,7 @@ inline constexpr CostModel kMpiCostModel{2.0, 1.0 / 5000.0, 1.0 / 10000.0, 0.5};
 // NCCL within a node (NVLink): ~10 us latency, ~100 GB/s.
 inline constexpr CostModel kNcclCostModel{10.0, 1.0 / 100000.0, 1.0 / 1000000.0, 5.0};
 
+// The model of the communicator on this device type: NCCL's for kCUDA, MPI's otherwise.
 inline const CostModel& cost_model(DeviceType device) {
   return device == DeviceType::kCUDA ? kNcclCostModel : kMpiCostModel;
 }
@@ -29,6 +31,9 @@ inline const CostModel& cost_model(DeviceType device) {
 // primitive's record says (src/boxing/).
 int64_t latency_rounds(StepKind kind, int64_t n, int64_t max_messages);
 
+// A step's predicted time in microseconds: step_us + alpha * rounds + beta * the busiest rank's
+// wire bytes + gamma * its locally copied or reduced bytes; the second form counts the rounds
+// with latency_rounds.
 inline double step_cost_us(const CostModel& m, int64_t rounds, int64_t max_wire_bytes, int64_t max_local_bytes) {
   return m.step_us + m.alpha_us * static_cast<double>(rounds) + m.beta_us_per_byte * static_cast<double>(max_wire_bytes) +
          m.gamma_us_per_byte * static_cast<double>(max_local_bytes);

@@ -26,13 +26,17 @@ namespace spsd {
   X(kExchange, exchange)              \
   X(kDeviceCopy, device_copy)
 
+// The kind of a boxing step: which primitive runs it (the list above).
 enum class StepKind {
 #define SPSD_STEP_KIND(kind, name) kind,
   SPSD_BOXING_PRIMITIVES(SPSD_STEP_KIND)
 #undef SPSD_STEP_KIND
 };
+// The primitive's name as plans print it: "all_reduce", "device_copy", ...
 std::string_view to_string(StepKind kind);
 
+// What one rank is predicted to send and receive, in bytes, and the point-to-point messages it
+// sends (an exchange's; 0 for the collective steps).
 struct RankTraffic {
   int64_t rank;  // world rank
   int64_t bytes_sent = 0, bytes_received = 0, messages = 0;
@@ -48,6 +52,7 @@ struct Step {
   DType dtype = DType::kFloat32;
   int64_t busiest_bytes = 0;  // max over ranks of max(sent, received)
   double cost_us = 0;
+  // busiest_bytes: the bytes the busiest rank sends or receives in this step.
   int64_t max_bytes() const { return busiest_bytes; }
   // One rank's predicted traffic; zeros for a rank that takes no part.
   RankTraffic traffic_of(int64_t rank) const;
@@ -56,6 +61,8 @@ struct Step {
   std::string to_string() const;
 };
 
+// The steps, in order, that box a tensor of shape and dtype from one layout to another, with
+// their total predicted cost in microseconds (the sum of the steps').
 struct Plan {
   Shape shape;
   DType dtype;

@@ -64,6 +64,7 @@ class Communicator {
   Communicator& operator=(const Communicator&) = delete;
 
   int64_t rank() const { return rank_; }  // index of this process in world_ranks()
+  // The number of members, and their world ranks in member order.
   int64_t size() const { return static_cast<int64_t>(world_ranks_.size()); }
   const std::vector<int64_t>& world_ranks() const { return world_ranks_; }
   std::string to_string() const;  // "communicator(world ranks [0, 2], rank 1)"

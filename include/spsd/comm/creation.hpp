@@ -16,6 +16,8 @@ struct CreationStats {
   int64_t handshake_messages_sent = 0;
   int64_t handshake_messages_received = 0;
 
+  // "3 communicators, 1 check communicators, handshakes sent 4 and received 4 messages"; == and
+  // << compare and print the counters.
   std::string to_string() const {
     return std::to_string(communicators) + " communicators, " + std::to_string(check_communicators) +
            " check communicators, handshakes sent " + std::to_string(handshake_messages_sent) + " and received " +

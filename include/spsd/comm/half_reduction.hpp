@@ -27,6 +27,7 @@ enum class HalfReduction { kNative, kFloat32Wire };
 void set_half_reduction(HalfReduction mode);
 HalfReduction half_reduction();
 
+// "native" or "float32 wire" (<< prints the same).
 constexpr std::string_view to_string(HalfReduction mode) {
   return mode == HalfReduction::kNative        ? "native"
          : mode == HalfReduction::kFloat32Wire ? "float32 wire"

@@ -75,6 +75,7 @@ constexpr std::string_view to_string(DType t) {
   return "invalid dtype";
 }
 
+// Prints to_string(t).
 inline std::ostream& operator<<(std::ostream& os, DType t) { return os << to_string(t); }
 
 // The floating element types: float, double, bfloat16, float16.

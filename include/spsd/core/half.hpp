@@ -96,6 +96,7 @@ struct bfloat16 {
   uint16_t bits = 0;
 
   bfloat16() = default;
+  // f rounded to nearest even (NaN stays NaN, overflow goes to infinity).
   SPSD_HOST_DEVICE explicit bfloat16(float f) : bits(detail::bfloat16_bits_from(f)) {}
   // Any other arithmetic type goes through float (a double rounds twice, as in PyTorch).
   template <class A>
@@ -103,6 +104,7 @@ struct bfloat16 {
   SPSD_HOST_DEVICE explicit bfloat16(A v) : bfloat16(static_cast<float>(v)) {}
   SPSD_HOST_DEVICE constexpr bfloat16(detail::FromBits, uint16_t b) : bits(b) {}
 
+  // The value as float, exactly.
   SPSD_HOST_DEVICE operator float() const { return detail::float_from_bfloat16_bits(bits); }
 
   // The value with these bits.
@@ -114,14 +116,19 @@ struct float16 {
   uint16_t bits = 0;
 
   float16() = default;
+  // f rounded to nearest even (NaN stays NaN; from 65520 up, overflow goes to infinity).
   SPSD_HOST_DEVICE explicit float16(float f) : bits(detail::float16_bits_from(f)) {}
+  // Any other arithmetic type goes through float (a double rounds twice, as in PyTorch).
   template <class A>
     requires(std::is_arithmetic_v<A> && !std::is_same_v<A, float>)
   SPSD_HOST_DEVICE explicit float16(A v) : float16(static_cast<float>(v)) {}
+  // The value with these bits (from_bits' form).
   SPSD_HOST_DEVICE constexpr float16(detail::FromBits, uint16_t b) : bits(b) {}
 
+  // The value as float, exactly.
   SPSD_HOST_DEVICE operator float() const { return detail::float_from_float16_bits(bits); }
 
+  // The value with these bits.
   SPSD_HOST_DEVICE static constexpr float16 from_bits(uint16_t b) { return {detail::FromBits{}, b}; }
 };
 

@@ -69,6 +69,7 @@ void combine_into(Acc* dst, const T* src, int64_t n, ReduceOp op) {
   }
 }
 
+// The same on untyped buffers of n elements of dtype (no widening: Acc is the element type).
 inline void combine_into(void* dst, const void* src, int64_t n, DType dtype, ReduceOp op) {
   visit_dtype(dtype, [&]<class T>() { combine_into(static_cast<T*>(dst), static_cast<const T*>(src), n, op); });
 }

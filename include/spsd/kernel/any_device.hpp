@@ -46,7 +46,10 @@ using cpu::UnaryOp;
 struct Target {
   DeviceType device = DeviceType::kCPU;
   void* stream = nullptr;
+  // Memory of this device type, on this thread's stream for it (the compute stream, or a
+  // KernelStreamOverride's); nullptr for the CPU.
   static Target of(DeviceType device) { return {device, detail::stream_for(device)}; }
+  // Whether the operands are in device memory (a CUDA kernel runs).
   bool on_device() const { return device != DeviceType::kCPU; }
 };
 
@@ -63,57 +66,73 @@ struct Target {
 #define SPSD_ON_TARGET(t, fn, ...) ((void)(t), ::spsd::kernel::cpu::fn(__VA_ARGS__))
 #endif
 
+// out[i] = op(x[i]) for i < n (kernel/cpu/elementwise.hpp: integer T takes neg, relu, abs only).
 template <Element T>
 void unary(const Target& t, UnaryOp op, const T* x, T* out, int64_t n) {
   SPSD_ON_TARGET(t, unary<T>, op, x, out, n);
 }
+// out = a op b with numpy broadcasting to out_shape (kernel/cpu/elementwise.hpp).
 template <Element T>
 void binary(const Target& t, BinaryOp op, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
             const Shape& out_shape) {
   SPSD_ON_TARGET(t, binary<T>, op, a, a_shape, b, b_shape, out, out_shape);
 }
+// out[i] = a[i] op s, or s op a[i] when scalar_first; s in compute_t<T> (kernel/cpu/elementwise.hpp).
 template <Element T>
 void binary_scalar(const Target& t, BinaryOp op, const T* a, compute_t<T> s, T* out, int64_t n, bool scalar_first) {
   SPSD_ON_TARGET(t, binary_scalar<T>, op, a, s, out, n, scalar_first);
 }
+// out[i] = value for i < n.
 template <Element T>
 void fill(const Target& t, T* out, int64_t n, T value) {
   SPSD_ON_TARGET(t, fill<T>, out, n, value);
 }
+// x[i] *= factor for i < n, in place (kernel/cpu/reduce.hpp).
 template <Element T>
 void scale(const Target& t, T* x, int64_t n, compute_t<T> factor) {
   SPSD_ON_TARGET(t, scale<T>, x, n, factor);
 }
+// out = op-reduction of x over axes (sorted, unique), those axes removed (kernel/cpu/reduce.hpp).
 template <Element T>
 void reduce(const Target& t, ReduceOp op, const T* x, const Shape& x_shape, std::span<const int64_t> axes, T* out) {
   SPSD_ON_TARGET(t, reduce<T>, op, x, x_shape, axes, out);
 }
+// out = softmax(x) along axis, or log_softmax when log (kernel/cpu/softmax.hpp).
 template <FloatingElement T>
 void softmax(const Target& t, const T* x, const Shape& shape, int64_t axis, T* out, bool log) {
   SPSD_ON_TARGET(t, softmax<T>, x, shape, axis, out, log);
 }
+// out = x with axes reordered, out.shape[i] = x_shape[perm[i]] (kernel/cpu/permute.hpp).
 template <Element T>
 void permute(const Target& t, const T* x, const Shape& x_shape, std::span<const int64_t> perm, T* out) {
   SPSD_ON_TARGET(t, permute<T>, x, x_shape, perm, out);
 }
+// Copies the extent box at src_begin of src into dst at dst_begin; spsd::Error for a box that
+// does not fit (kernel/cpu/permute.hpp).
 template <Element T>
 void copy_region(const Target& t, const T* src, const Shape& src_shape, std::span<const int64_t> src_begin, T* dst,
                  const Shape& dst_shape, std::span<const int64_t> dst_begin, const Shape& extent) {
   SPSD_ON_TARGET(t, copy_region<T>, src, src_shape, src_begin, dst, dst_shape, dst_begin, extent);
 }
+// out (n, dim) = the rows indices[i] of weight this rank holds (rows [row_begin, row_begin +
+// rows)), zeros for the others (kernel/cpu/index.hpp).
 template <Element T>
 void embedding(const Target& t, const T* weight, int64_t row_begin, int64_t rows, int64_t dim, const int64_t* indices,
                int64_t n, T* out) {
   SPSD_ON_TARGET(t, embedding<T>, weight, row_begin, rows, dim, indices, n, out);
 }
+// out[i] = x[i, labels[i] - c_begin] where this rank holds that class, else 0 (kernel/cpu/index.hpp).
 template <Element T>
 void pick(const Target& t, const T* x, int64_t n, int64_t c_begin, int64_t c, const int64_t* labels, T* out) {
   SPSD_ON_TARGET(t, pick<T>, x, n, c_begin, c, labels, out);
 }
+// Rows of out (width elements each) whose index is outside [0, bound) become NaN (0 for integers).
 template <Element T>
 void mark_out_of_range(const Target& t, const int64_t* indices, int64_t n, int64_t bound, int64_t width, T* out) {
   SPSD_ON_TARGET(t, mark_out_of_range<T>, indices, n, bound, width, out);
 }
+// out = op(a) @ op(b), op transposing the last two axes when trans_a / trans_b; batch dims
+// broadcast (kernel/cpu/gemm.hpp).
 template <Element T>
 void matmul(const Target& t, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, T* out,
             const Shape& out_shape, bool trans_a = false, bool trans_b = false) {
@@ -147,10 +166,12 @@ void pick_grad(const Target& t, const T* g, const int64_t* labels, int64_t n, in
 // Optimizer steps (kernel/cpu/optim.hpp)
 using cpu::AdamStep;
 using cpu::SgdStep;
+// One SGD update of p (and momentum_buf, which may be null without momentum) in place, n elements.
 template <FloatingElement T>
 void sgd_step(const Target& t, T* p, const T* g, T* momentum_buf, int64_t n, const SgdStep<compute_t<T>>& s) {
   SPSD_ON_TARGET(t, sgd_step<T>, p, g, momentum_buf, n, s);
 }
+// One Adam update of p and its moments m and v in place, n elements.
 template <FloatingElement T>
 void adam_step(const Target& t, T* p, const T* g, T* m, T* v, int64_t n, const AdamStep<compute_t<T>>& s) {
   SPSD_ON_TARGET(t, adam_step<T>, p, g, m, v, n, s);
@@ -169,16 +190,19 @@ void cross_entropy_backward(const Target& t, const T* logits, const int64_t* lab
 
 // Scaled dot-product attention, fused forward and backward (kernel/cpu/attention.hpp).
 using cpu::AttentionDims;
+// out = softmax(scale q k^T [+ mask]) v and lse, each row's log-sum-exp; either may be null.
 template <FloatingElement T>
 void attention_forward(const Target& t, const T* q, const T* k, const T* v, const AttentionDims& d, T* out,
                        compute_t<T>* lse) {
   SPSD_ON_TARGET(t, attention_forward<T>, q, k, v, d, out, lse);
 }
+// dq from q, k, v, out, g (the gradient of out) and lse.
 template <FloatingElement T>
 void attention_backward_q(const Target& t, const T* q, const T* k, const T* v, const T* out, const T* g,
                           const compute_t<T>* lse, const AttentionDims& d, T* dq) {
   SPSD_ON_TARGET(t, attention_backward_q<T>, q, k, v, out, g, lse, d, dq);
 }
+// dkv (2, batch, heads, seq_k, head_dim): dk then dv, from the same inputs.
 template <FloatingElement T>
 void attention_backward_kv(const Target& t, const T* q, const T* k, const T* v, const T* out, const T* g,
                            const compute_t<T>* lse, const AttentionDims& d, T* dkv) {

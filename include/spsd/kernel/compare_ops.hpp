@@ -14,6 +14,7 @@ namespace spsd::kernel {
 // kAnd, kOr: logical_and/or of bool tensors (their kernel is the comparisons').
 enum class CompareOp { kLt, kLe, kGt, kGe, kEq, kNe, kAnd, kOr };
 
+// "lt", "le", ..., "logical_and", "logical_or": the op's name (<< prints the same).
 constexpr std::string_view to_string(CompareOp op) {
   switch (op) {
     case CompareOp::kLt: return "lt";
@@ -43,6 +44,7 @@ constexpr CompareOp mirrored(CompareOp op) {
 // The element predicate CompareOp K names, for the cpu and CUDA kernels alike.
 template <CompareOp K>
 struct Compare {
+  // x op y (kAnd, kOr: of x and y as bools).
   template <class C>
   SPSD_HOST_DEVICE bool operator()(C x, C y) const {
     if constexpr (K == CompareOp::kLt) return x < y;

@@ -16,6 +16,7 @@
 
 namespace spsd::kernel {
 
+// v as To, by the rules above.
 template <Element To, Element From>
 SPSD_HOST_DEVICE inline To convert(From v) {
   if constexpr (std::is_same_v<To, From>) {

@@ -105,6 +105,7 @@ SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T derivative(T s) {
 // (s, g) -> f'(s) * g: the element function of unary_grad.
 template <UnaryOp K>
 struct DerivativeTimes {
+  // f'(s) * g, in T.
   template <class T>
   SPSD_HOST_DEVICE SPSD_MATH_INLINE T operator()(T s, T g) const { return derivative<K>(s) * g; }
 };

@@ -14,6 +14,7 @@ enum class UnaryOp { kNeg, kRelu, kGelu, kExp, kLog, kTanh, kSigmoid, kSqrt, kAb
 // kPow: floating types only (binary_supports).
 enum class BinaryOp { kAdd, kSub, kMul, kDiv, kMax, kMin, kPow };
 
+// "neg", "relu", ...: the op's name.
 constexpr std::string_view to_string(UnaryOp op) {
   switch (op) {
     case UnaryOp::kNeg: return "neg";
@@ -47,6 +48,7 @@ constexpr std::string_view to_string(BinaryOp op) {
   return "invalid binary op";
 }
 
+// Prints to_string(op).
 inline std::ostream& operator<<(std::ostream& os, UnaryOp op) { return os << to_string(op); }
 inline std::ostream& operator<<(std::ostream& os, BinaryOp op) { return os << to_string(op); }
 

@@ -17,6 +17,7 @@ enum class Activation {
   sigmoid,
 };
 
+// The enumerator's name: "gelu", "gelu_tanh", ...
 inline std::string_view to_string(Activation a) {
   switch (a) {
     case Activation::gelu: return "gelu";
@@ -29,6 +30,8 @@ inline std::string_view to_string(Activation a) {
   return "?";
 }
 
+// a applied to x elementwise (the op of that name). spsd::Error for a value that is not an
+// enumerator.
 template <Element C>
 GlobalTensor<C> activate(const GlobalTensor<C>& x, Activation a) {
   switch (a) {

@@ -71,6 +71,9 @@ struct AxisPlan {
   std::optional<Sbp> data;   // the batch tensors' layout on this axis; none: B
   std::vector<Rule> parameters, inputs, outputs;
 
+  // A copy with one more rule, appended (so it wins over earlier matches), for the parameters
+  // pattern names (name_matches) or the inputs or outputs of the modules module_pattern names;
+  // with_data: a copy with the data's layout set. parallelize() refuses a partial rule layout.
   AxisPlan with_parameter(std::string pattern, Sbp layout, bool optional = false) const {
     AxisPlan p = *this;
     p.parameters.push_back({std::move(pattern), layout, optional});
@@ -98,9 +101,11 @@ struct Plan {
   std::vector<AxisPlan> axes;
 
   Plan(AxisPlan axis) : axes{std::move(axis)} {}  // NOLINT: a 1-d plan is its axis
+  // One AxisPlan per mesh axis, in mesh-axis order.
   Plan(std::initializer_list<AxisPlan> a) : axes(a) {}
   explicit Plan(std::vector<AxisPlan> a) : axes(std::move(a)) {}
 
+  // The axes' names: "(data, tensor)".
   std::string to_string() const {
     std::string s = "(";
     for (size_t i = 0; i < axes.size(); ++i) s += (i ? ", " : "") + axes[i].name;

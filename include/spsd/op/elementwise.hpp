@@ -255,6 +255,9 @@ GlobalTensor<T> pow(const GlobalTensor<T>& x, compute_t<T> e) {
   GlobalTensor<T> fn(const GlobalTensor<T>& x) {                            \
     return call_op<detail::UnaryDef<kernel::cpu::UnaryOp::kind>>({}, {}, x); \
   }
+// The unary ops, elementwise, each fn(x) of x's shape and dtype: neg, relu, exp, log, tanh,
+// sigmoid, sqrt, abs, rsqrt (1 / sqrt(x)), erf, silu (x * sigmoid(x)). Integer T takes neg, relu
+// and abs only (spsd::Error for the others).
 SPSD_UNARY_OP(neg, kNeg)
 SPSD_UNARY_OP(relu, kRelu)
 SPSD_UNARY_OP(exp, kExp)

@@ -49,9 +49,11 @@ struct Resolution {
   std::vector<std::shared_ptr<const Plan>> plans;  // per input; null when no boxing is needed
   std::shared_ptr<const detail::OpIdentity> identity;  // for the cross-rank check
 
+  // The chosen candidate's signature, boxing cost (microseconds) and bytes (Candidate's fields).
   const NdSignature& signature() const { return candidates[chosen].signature; }
   double cost_us() const { return candidates[chosen].cost_us; }
   int64_t bytes() const { return candidates[chosen].bytes; }
+  // Whether boxing some input calls the communicator (a plan of local steps does not).
   bool communicates() const;
   // Chosen signature, every candidate with its cost, and the boxing steps of the inputs.
   std::string to_string() const;

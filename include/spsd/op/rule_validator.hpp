@@ -66,6 +66,7 @@ struct ValidationReport {
   int64_t checked = 0;   // declared signatures checked (per case)
   int64_t trials = 0;    // their trials
   int64_t searched = 0;  // undeclared combinations tried
+  // Whether every declared signature held (no failures; missing rules do not count).
   bool ok() const { return failures.empty(); }
   // The failures, then the missing rules, one a line; then the counts.
   std::string to_string() const;
@@ -86,6 +87,7 @@ ValidatedOp validated_op(std::vector<ValidationCase> cases) {
     return {std::string(Op::name), &op_schema<Op>(), &detail::run_cpu_kernel<Op, Ts...>, std::move(cases)};
 }
 
+// validate(validated_op<Op, Ts...>(cases), options): checks Op's signature table on cpu.
 template <GlobalOp Op, Element... Ts>
 ValidationReport validate_op(std::vector<ValidationCase> cases, const ValidateOptions& options = {}) {
   return validate(validated_op<Op, Ts...>(std::move(cases)), options);

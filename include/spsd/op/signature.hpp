@@ -17,6 +17,7 @@ namespace spsd {
 struct TensorMeta {
   Shape shape;
   DType dtype;
+  // "(4, 5) float32"; == compares shape and dtype.
   std::string to_string() const { return shape.to_string() + " " + std::string(spsd::to_string(dtype)); }
   friend bool operator==(const TensorMeta&, const TensorMeta&) = default;
 };
@@ -30,6 +31,7 @@ struct Signature {
   std::vector<Sbp> inputs;
   Sbp output;
   std::string to_string() const;  // "(S(0), B) -> S(0)"
+  // Equal Sbps, input by input, and the same output.
   friend bool operator==(const Signature&, const Signature&) = default;
 };
 
@@ -38,6 +40,7 @@ struct NdSignature {
   std::vector<NdSbp> inputs;
   NdSbp output;
   std::string to_string() const;  // "((S(0), B), (B, S(1))) -> (S(0), S(1))"
+  // Equal NdSbps, input by input, and the same output.
   friend bool operator==(const NdSignature&, const NdSignature&) = default;
 };
 
@@ -53,6 +56,7 @@ inline std::string NdSignature::to_string() const {
   return s + ") -> " + output.to_string();
 }
 
+// Prints to_string().
 inline std::ostream& operator<<(std::ostream& os, const Signature& s) { return os << s.to_string(); }
 inline std::ostream& operator<<(std::ostream& os, const NdSignature& s) { return os << s.to_string(); }
 

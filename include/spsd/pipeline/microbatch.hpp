@@ -62,6 +62,8 @@ struct RowSplit {
   int64_t pieces = 0;
   int64_t microbatches = 1;
 };
+// The RowSplit of m micro-batches for this pair: piece by piece when both layouts cut axis 0
+// into the same number of equal pieces of at least m rows each. No communication; no checks.
 template <Element A, Element B>
 RowSplit split_rows(const GlobalTensor<A>& inputs, const GlobalTensor<B>& targets, int64_t m) {
   const int64_t a = detail::equal_row_pieces(inputs), b = detail::equal_row_pieces(targets);

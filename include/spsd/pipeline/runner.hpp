@@ -66,16 +66,20 @@ class Layers {
   using Next = std::function<Activation(const Activation&)>;
   using Loss = std::function<Activation(const Activation&, const GlobalTensor<Tgt>&)>;
 
+  // Adds the first layer (f takes the inputs). spsd::Error when a layer was added before.
   Layers& first(std::string name, First f) {
     SPSD_CHECK(names_.empty(), "pipeline::Layers::first", "the first layer must be given first; \"", name,
                "\" comes after \"", names_.back(), "\"");
     first_ = std::move(f);
     return add(std::move(name), nullptr);
   }
+  // Adds the next layer (f takes the activation before it). spsd::Error without a first layer
+  // before it, or for a name given twice.
   Layers& then(std::string name, Next f) {
     SPSD_CHECK(!names_.empty(), "pipeline::Layers::then", "the layer \"", name, "\" needs a first layer before it");
     return add(std::move(name), std::move(f));
   }
+  // Sets the loss of the last activation against the targets (a later call replaces it).
   Layers& loss(Loss f) {
     loss_ = std::move(f);
     return *this;
@@ -86,6 +90,8 @@ class Layers {
     return *this;
   }
 
+  // What the calls above gave: the layer names in order, the first layer, layer k's function,
+  // the loss and the ties (parameter, layer).
   const std::vector<std::string>& names() const { return names_; }
   const First& first_layer() const { return first_; }
   const Next& layer(size_t k) const { return next_.at(k); }  // k >= 1
@@ -129,6 +135,8 @@ class Pipeline {
     make_tied_copies();
   }
 
+  // The virtual stages, chunks per pipeline rank, pipeline ranks (stages() / chunks()), and
+  // stage v as given (std::out_of_range outside [0, stages())).
   int64_t stages() const { return static_cast<int64_t>(stages_.size()); }
   int64_t chunks() const { return chunks_; }
   int64_t pipeline_ranks() const { return stages() / chunks_; }

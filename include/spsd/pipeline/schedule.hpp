@@ -33,6 +33,7 @@ struct Action {
   Work work;
   int64_t stage;       // the (virtual) stage; it runs on pipeline rank stage % ranks
   int64_t microbatch;
+  // The same work, stage and micro-batch.
   friend bool operator==(const Action&, const Action&) = default;
 };
 
@@ -53,6 +54,7 @@ class Schedule {
   // cannot go on) and what it waits for.
   Schedule(int64_t ranks, int64_t chunks, int64_t microbatches, std::vector<std::vector<Action>> per_rank);
 
+  // The pipeline ranks, chunks per rank, virtual stages (ranks() x chunks()) and micro-batches.
   int64_t ranks() const { return ranks_; }
   int64_t chunks() const { return chunks_; }
   int64_t stages() const { return ranks_ * chunks_; }
@@ -66,6 +68,7 @@ class Schedule {
   // One line per pipeline rank, each ending in '\n': "F0 F1 B0 F2 B1 B2" (notation above).
   std::string to_string() const;
 
+  // The same sizes and the same lists of actions.
   friend bool operator==(const Schedule&, const Schedule&) = default;
 
  private:

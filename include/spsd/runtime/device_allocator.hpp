@@ -50,6 +50,8 @@ struct DeviceAllocatorStats {
 // The caching allocator of one device's memory (how it reuses blocks: the top of this file).
 class DeviceAllocator {
  public:
+  // Allocates from raw (spsd::Error when null); releases its cached blocks to raw when it goes.
+  // Not copyable.
   explicit DeviceAllocator(std::unique_ptr<RawDeviceMemory> raw) : raw_(std::move(raw)) {
     SPSD_CHECK(raw_ != nullptr, "DeviceAllocator", "needs raw device memory, got none");
   }
@@ -76,6 +78,7 @@ class DeviceAllocator {
   // While alive, this thread's allocations take only blocks freed before `generation`.
   class OnlyBlocksFreedBefore {
    public:
+    // Restricts this thread to blocks freed before generation until it goes; not copyable.
     explicit OnlyBlocksFreedBefore(int64_t generation) : previous_(std::exchange(tls_freed_before_, generation)) {}
     ~OnlyBlocksFreedBefore() { tls_freed_before_ = previous_; }
     OnlyBlocksFreedBefore(const OnlyBlocksFreedBefore&) = delete;
@@ -89,6 +92,7 @@ class DeviceAllocator {
   // free lists when it ends.
   class DeferFrees {
    public:
+    // Holds back this thread's frees of allocator's blocks until it goes; not copyable.
     explicit DeferFrees(DeviceAllocator& allocator) : allocator_(allocator), previous_(std::exchange(tls_deferred_, this)) {}
     ~DeferFrees() {
       tls_deferred_ = previous_;
@@ -158,6 +162,7 @@ class DeviceAllocator {
     release_cached_locked();
   }
 
+  // A copy of the counters now.
   DeviceAllocatorStats stats() const {
     std::lock_guard lock(mutex_);
     return stats_;

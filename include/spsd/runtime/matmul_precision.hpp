@@ -19,6 +19,7 @@ enum class MatmulPrecision { kHighest, kHigh };
 void set_matmul_precision(MatmulPrecision p);
 MatmulPrecision matmul_precision();
 
+// "highest" or "high" (<< prints the same).
 constexpr std::string_view to_string(MatmulPrecision p) {
   return p == MatmulPrecision::kHighest ? "highest" : p == MatmulPrecision::kHigh ? "high" : "invalid precision";
 }

@@ -12,6 +12,7 @@ namespace spsd {
 struct SeedStream {
   uint64_t base = 0;      // manual_seed's value
   uint64_t position = 0;  // draws taken since
+  // The same base and position: the same seeds to come.
   friend bool operator==(const SeedStream&, const SeedStream&) = default;
 };
 

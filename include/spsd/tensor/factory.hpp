@@ -190,6 +190,9 @@ GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, co
   return GlobalTensor<T>(global, placement, normalized, local.to(placement.device_type()));
 }
 
+// local -> global of the given global shape: a rank outside the placement may call it too (it
+// holds nothing and communicates nothing). spsd::Error, on every rank of the placement, when a
+// rank's local shape is not the piece the layout gives it.
 template <Element T>
 GlobalTensor<T> to_global(const Tensor<T>& local, const Placement& placement, const NdSbp& given,
                           const Shape& global_shape) {

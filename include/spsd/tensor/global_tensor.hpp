@@ -158,6 +158,8 @@ class GlobalTensor {
     return value;
   }
 
+  // The tensor without its element type (detail::GlobalData: shape, dtype, layout, this rank's
+  // storage, shared, not copied). spsd::Error for an undefined tensor.
   detail::GlobalData data() const {
     detail::check_defined(defined_, "GlobalTensor::data", dtype_of<T>);
     return {shape_, dtype_of<T>, placement_, nd_sbp_, local_.storage(), boxed_};

@@ -37,6 +37,7 @@ class StateDict {
   const std::map<std::string, detail::GlobalData>& entries() const { return entries_; }
   const detail::GlobalData& entry(const std::string& name) const;
 
+  // spsd::Error (naming StateDict::insert) unless name is non-empty printable ASCII without spaces.
   static void check_name(const std::string& name);
 
  private:

@@ -77,6 +77,8 @@ class Tensor {
     return t;
   }
 
+  // "Tensor(2, 3) [1, 2, 3, 4, 5, 6]" (" cuda" after the shape in device memory): every element,
+  // read to the host as to_vector() does.
   friend std::ostream& operator<<(std::ostream& os, const Tensor& t) {
     os << "Tensor" << t.shape_ << (t.device_type() == DeviceType::kCUDA ? " cuda" : "") << " [";
     const std::vector<T> values = t.to_vector();

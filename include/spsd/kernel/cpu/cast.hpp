@@ -9,6 +9,7 @@
 
 namespace spsd::kernel::cpu {
 
+// out[i] = convert<To>(x[i]) for i < n.
 template <Element From, Element To>
 void cast(const From* x, To* out, int64_t n) {
   for (int64_t i = 0; i < n; ++i) out[i] = convert<To>(x[i]);

@@ -19,6 +19,8 @@ namespace spsd::kernel::cpu {
 // The Philox threshold of drop probability p in [0, 1).
 inline uint64_t dropout_threshold(double p) { return static_cast<uint64_t>(std::ceil(p * 4294967296.0)); }
 
+// Whether element `index` (its flat index in the global tensor) is kept under this seed: its
+// Philox draw is >= threshold. The same on the host and the device.
 SPSD_HOST_DEVICE inline bool dropout_keeps(uint64_t seed, uint64_t index, uint64_t threshold) {
   return philox::draw(seed, index).v[0] >= threshold;
 }

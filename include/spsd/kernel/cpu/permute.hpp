@@ -36,9 +36,6 @@ void transpose_2d(const T* in, int64_t ld, T* out, int64_t rows, int64_t cols) {
 
 }  // namespace detail
 
-// out = x with axes reordered: out.shape[i] = x_shape[perm[i]], out dense. Axes that stay
-// neighbours are merged first, so (b, m, n) -> (b, n, m) is a batch of 2-d transposes and a
-// perm that keeps the last axis copies contiguous runs.
 namespace detail {
 
 // A permute as the output's dims (in output order) with their input strides, after dropping
@@ -91,6 +88,10 @@ inline void check_copy_region(const Shape& src_shape, std::span<const int64_t> s
 
 }  // namespace detail
 
+// out = x with axes reordered: out.shape[i] = x_shape[perm[i]], out dense. Axes that stay
+// neighbours are merged first, so (b, m, n) -> (b, n, m) is a batch of 2-d transposes and a
+// perm that keeps the last axis copies contiguous runs. spsd::Error unless perm is a
+// permutation of x's axes.
 template <Element T>
 void permute(const T* x, const Shape& x_shape, std::span<const int64_t> perm, T* out) {
   const auto [dims, strides] = detail::plan_permute(x_shape, perm);

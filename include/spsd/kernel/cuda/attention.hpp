@@ -23,6 +23,8 @@ using cpu::AttentionDims;
 // The head_dim the device kernels take (their register accumulators); larger throws spsd::Error.
 constexpr int64_t kMaxAttentionHeadDim = 256;
 
+// The cpu kernels' contract (kernel/cpu/attention.hpp), enqueued on stream (a cudaStream_t),
+// every pointer device memory. spsd::Error for head_dim > kMaxAttentionHeadDim.
 template <FloatingElement T>
 void attention_forward(const T* q, const T* k, const T* v, const AttentionDims& d, T* out, compute_t<T>* lse,
                        void* stream);

@@ -12,6 +12,9 @@
 
 namespace spsd::kernel::cuda {
 
+// Each as kernel/cpu/compare.hpp's function of the same name, enqueued on stream: out = a op b
+// (bool, numpy broadcasting); out[i] = a[i] op s; out = cond ? a : b; out = mask ? value : x;
+// argmax/argmin's keys.
 template <Element T>
 void compare(CompareOp op, const T* a, const Shape& a_shape, const T* b, const Shape& b_shape, bool* out,
              const Shape& out_shape, void* stream);
