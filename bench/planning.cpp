@@ -11,8 +11,8 @@
 // Cluster scale (issue 27): for each rank count n, a 65536 x 65536 float tensor (or extent x
 // extent: 65600 makes every split uneven) on n/8 x 8 and
 // n/64 x 8 x 8 meshes: the three conversions of docs/benchmarks.md's scale table (one plan miss
-// each), a matmul's first-call resolution for every pair of their 2-d layouts, and the memory a
-// cached plan holds. Each measurement uses ranks no earlier one used, so every call misses.
+// each), a matmul's first-call resolution for every pair of their 2-d layouts, the memory a
+// cached plan holds, and explain_boxing of each conversion (its plan cached): time and text. Each measurement uses ranks no earlier one used, so every call misses.
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -83,12 +83,14 @@ int sweep(const std::vector<int64_t>& counts, int64_t extent) {
   const NdSbp s0s1{sbp::split(0), sbp::split(1)}, s1s0{sbp::split(1), sbp::split(0)}, s1b{sbp::split(1), sbp::broadcast};
   std::printf("| ranks | (S(0),S(1)) -> (S(1),S(0)) on 2-d | 3-d (S(0),P,S(1)) -> 1-d S(1) | "
               "3-d (S(0),S(1),B) -> 2-d (S(1),B) | matmul resolution, worst of 9 layout pairs | "
-              "bytes per cached plan, largest |\n|---:|---:|---:|---:|---:|---:|\n");
+              "bytes per cached plan, largest | explain_boxing of a cached plan, slowest of the three | "
+              "its text, longest |\n|---:|---:|---:|---:|---:|---:|---:|---:|\n");
   int64_t first = 0;
   for (int64_t n : counts) {
     const Shape mesh2{n / 8, 8}, mesh3{n / 64, 8, 8}, mesh1{n};
     double ms[3];
-    int64_t plan_bytes = 0;
+    int64_t plan_bytes = 0, explain_bytes = 0;
+    double explain_ms = 0;
     const auto time_plan = [&](int i, const Shape& from_mesh, const NdSbp& from, const Shape& to_mesh, const NdSbp& to) {
       const spsd::Placement a = mesh_of(first, from_mesh), b = mesh_of(first, to_mesh);
       first += n;
@@ -96,6 +98,11 @@ int sweep(const std::vector<int64_t>& counts, int64_t extent) {
       auto plan = spsd::plan_boxing(shape, spsd::DType::kFloat32, {a, from}, {b, to});
       ms[i] = micros_since(start) / 1000;
       plan_bytes = std::max(plan_bytes, plan->footprint_bytes());
+      // explain_boxing of the plan just cached: its traffic lines, per rank or grouped, are its cost.
+      const Clock::time_point explained = Clock::now();
+      const std::string text = spsd::explain_boxing(shape, spsd::DType::kFloat32, a, from, b, to);
+      explain_ms = std::max(explain_ms, micros_since(explained) / 1000);
+      explain_bytes = std::max(explain_bytes, static_cast<int64_t>(text.size()));
     };
     time_plan(0, mesh2, s0s1, mesh2, s1s0);
     time_plan(1, mesh3, NdSbp{sbp::split(0), sbp::partial_sum, sbp::split(1)}, mesh1, NdSbp{sbp::split(1)});
@@ -110,8 +117,9 @@ int sweep(const std::vector<int64_t>& counts, int64_t extent) {
         spsd::resolve(spsd::op_schema<spsd::detail::MatmulDef>(), {}, p, metas, std::vector<NdSbp>{x, w});
         worst_resolution_ms = std::max(worst_resolution_ms, micros_since(start) / 1000);
       }
-    std::printf("| %lld | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %lld |\n", static_cast<long long>(n), ms[0], ms[1],
-                ms[2], worst_resolution_ms, static_cast<long long>(plan_bytes));
+    std::printf("| %lld | %.2f ms | %.2f ms | %.2f ms | %.2f ms | %lld | %.2f ms | %lld |\n", static_cast<long long>(n),
+                ms[0], ms[1], ms[2], worst_resolution_ms, static_cast<long long>(plan_bytes), explain_ms,
+                static_cast<long long>(explain_bytes));
     std::fflush(stdout);
   }
   return 0;

@@ -17,6 +17,8 @@
 
 #include "least_loaded.hpp"
 #include "piece_requests.hpp"
+#include <unordered_map>
+
 #include "primitive.hpp"
 #include "rank_classes.hpp"
 #include "spsd/kernel/box_copy.hpp"
@@ -93,11 +95,37 @@ struct ReplicaMemo {
   explicit ReplicaMemo(const StepView& step) : axes(step.shape.ndim()), requests(step.from_boxes, step.to_boxes) {}
   std::vector<std::vector<AxisRequests>> axes;  // per tensor axis, per source piece number
   PieceRequests requests;
-  // Uneven requests dealt, keyed by the blocks' number, then (block, local copies in it) for
-  // each block that has some.
-  std::map<std::vector<int64_t>, Busiest> dealt;
+  // Requests dealt, keyed by the blocks' number, then (block, local copies in it) for each
+  // block that has some.
+  std::map<std::vector<int64_t>, LeastLoaded> dealt;
   std::vector<int64_t> pattern;  // the key being looked up
 };
+
+// The requests for the piece at offset `piece` dealt over its holders (least_loaded.hpp), once
+// per pattern of blocks and local copies: pieces with the same pattern are dealt alike.
+const LeastLoaded& dealt_requests(const StepView& step, ReplicaMemo& memo, int64_t piece) {
+  const PieceRequests::Blocks b = memo.requests.blocks(piece);
+  std::vector<int64_t>& pattern = memo.pattern;
+  pattern.assign(1, b.id);
+  for (int64_t d : memo.requests.local_copies(piece)) {
+    const int64_t i = std::upper_bound(b.blocks.begin(), b.blocks.end(), d,
+                                       [](int64_t d, const PieceRequests::Block& x) { return d < x.end; }) -
+                      b.blocks.begin();
+    if (pattern.size() > 1 && pattern[pattern.size() - 2] == i) ++pattern.back();
+    else pattern.insert(pattern.end(), {i, 1});
+  }
+  auto at = memo.dealt.find(pattern);
+  if (at == memo.dealt.end()) {
+    at = memo.dealt.try_emplace(pattern, step.from_boxes.replicas()).first;
+    const std::vector<int64_t>& copies = at->first;
+    for (size_t i = 0, next = 1; i < b.blocks.size(); ++i) {
+      int64_t count = b.blocks[i].count;
+      if (next < copies.size() && copies[next] == static_cast<int64_t>(i)) count -= copies[next + 1], next += 2;
+      at->second.deal(b.blocks[i].size, count);
+    }
+  }
+  return at->second;
+}
 // The piece is named by its numbers along the tensor axes (LayoutBoxes::piece_at); local_copies:
 // how many of its holders need part of it themselves, when known.
 Busiest busiest_holder(const StepView& step, std::span<const int64_t> leaves, ReplicaMemo& memo,
@@ -127,30 +155,9 @@ Busiest busiest_holder(const StepView& step, std::span<const int64_t> leaves, Re
     uniform = a.uniform;
   }
   const int64_t piece = local_copies && uniform ? -1 : from.piece_at(leaves);  // its offset, where needed
-  if (!uniform) {  // dealt by blocks, once per pattern of blocks and local copies
-    const PieceRequests::Blocks b = memo.requests.blocks(piece);
-    std::vector<int64_t>& pattern = memo.pattern;
-    pattern.assign(1, b.id);
-    for (int64_t d : memo.requests.local_copies(piece)) {
-      const int64_t i = std::upper_bound(b.blocks.begin(), b.blocks.end(), d,
-                                         [](int64_t d, const PieceRequests::Block& x) { return d < x.end; }) -
-                        b.blocks.begin();
-      if (pattern.size() > 1 && pattern[pattern.size() - 2] == i) ++pattern.back();
-      else pattern.insert(pattern.end(), {i, 1});
-    }
-    auto at = memo.dealt.find(pattern);
-    if (at == memo.dealt.end()) {
-      at = memo.dealt.try_emplace(pattern).first;
-      LeastLoaded dealer(from.replicas());
-      const std::vector<int64_t>& copies = at->first;
-      for (size_t i = 0, next = 1; i < b.blocks.size(); ++i) {
-        int64_t count = b.blocks[i].count;
-        if (next < copies.size() && copies[next] == static_cast<int64_t>(i)) count -= copies[next + 1], next += 2;
-        dealer.deal(b.blocks[i].size, count);
-      }
-      at->second = {dealer.max_load(), dealer.max_messages()};
-    }
-    return at->second;
+  if (!uniform) {  // dealt by blocks
+    const LeastLoaded& dealt = dealt_requests(step, memo, piece);
+    return {dealt.max_load(), dealt.max_messages()};
   }
   // Holders that are value holders of the target and need part of the piece copy it locally.
   const int64_t k = from.replicas();  // its holders (a source of the exchange has no partial axis)
@@ -377,6 +384,34 @@ RankTraffic exchange_rank_traffic(const StepView& step, int64_t rank) {
   return {rank, c.sent * elem, c.received * elem, c.sent_messages};
 }
 
+// Every rank's figures with one Meetings, and a replicated piece's requests dealt by blocks once
+// per pattern (what serve_piece deals one by one): 16,384 ranks in milliseconds.
+std::vector<RankTraffic> exchange_ranks_traffic(const StepView& step, std::span<const int64_t> ranks) {
+  const LayoutBoxes& from = step.from_boxes;
+  Meetings meetings(step);
+  std::optional<ReplicaMemo> memo;
+  if (from.replicas() > 1) memo.emplace(step);
+  const int64_t elem = size_of(step.dtype);
+  std::vector<RankTraffic> out;
+  out.reserve(ranks.size());
+  for (const int64_t rank : ranks) {
+    const Roles r = roles_of(step, rank);
+    Counts c = counts_of(step, r, nullptr, meetings);
+    if (memo && r.from_pos >= 0 && from.numel(r.from_pos) > 0) {
+      const int64_t piece = from.piece_offset(r.from_pos);
+      int64_t holder = 0, index = -1;  // this rank's place among the piece's holders
+      from.for_each_holder(piece, false, [&](int64_t pos) {
+        if (pos == r.from_pos) index = holder;
+        ++holder;
+      });
+      const LeastLoaded& dealt = dealt_requests(step, *memo, piece);
+      c.sent = dealt.load(index), c.sent_messages = dealt.messages(index);
+    }
+    out.push_back({rank, c.sent * elem, c.received * elem, c.sent_messages});
+  }
+  return out;
+}
+
 // This rank's transfers: what it receives (and copies from itself), then what it sends.
 struct Transfer {
   int64_t src, dst;  // world ranks; src == dst is a local copy
@@ -484,6 +519,7 @@ StoragePtr run_exchange(const StepView& step, const StoragePtr& in) {
 
 extern constinit const Primitive exchange_primitive =
     whole_layout_primitive(StepKind::kExchange, Primitive::Reach::kLayouts, /*communicates=*/true, can_start_from,
-                           rounds, exchange_traffic, exchange_rank_traffic, run_exchange, exchange_traffic_floor);
+                           rounds, exchange_traffic, exchange_rank_traffic, run_exchange, exchange_traffic_floor,
+                           exchange_ranks_traffic);
 
 }  // namespace spsd::detail

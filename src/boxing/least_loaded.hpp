@@ -54,6 +54,9 @@ class LeastLoaded {
   }
 
   int64_t max_load() const { return *std::max_element(load_.begin(), load_.end()); }
+  // Holder h's elements and requests dealt so far.
+  int64_t load(int64_t h) const { return load_[static_cast<size_t>(h)]; }
+  int64_t messages(int64_t h) const { return messages_[static_cast<size_t>(h)]; }
   int64_t max_messages() const { return *std::max_element(messages_.begin(), messages_.end()); }
 
  private:

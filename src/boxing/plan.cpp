@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <map>
 
 #include "primitive.hpp"
 #include "spsd/core/error.hpp"
@@ -26,8 +27,14 @@ RankTraffic Step::traffic_of(int64_t rank) const {
 }
 
 std::vector<RankTraffic> Step::traffic() const {
+  const detail::LayoutBoxes from_boxes(shape, from), to_boxes(shape, to);
+  const detail::StepView view{shape, dtype, from, to, mesh_axis, from_boxes, to_boxes};
+  const detail::Primitive& p = detail::primitive(kind);
+  const std::vector<int64_t> ranks = union_ranks(from.placement, to.placement);
+  if (p.ranks_traffic) return p.ranks_traffic(view, ranks);
   std::vector<RankTraffic> all;
-  for (int64_t r : union_ranks(from.placement, to.placement)) all.push_back(traffic_of(r));
+  all.reserve(ranks.size());
+  for (int64_t r : ranks) all.push_back(p.rank_traffic(view, r));
   return all;
 }
 
@@ -37,20 +44,61 @@ std::string format_us(double us) {
   std::snprintf(buf, sizeof buf, "%.2f us", us);
   return buf;
 }
-// " r0 12/12 r1 12/12": every rank's bytes; past 16 ranks, runs of ranks with equal bytes as one
-// entry (" r1-r7 268435456/268435456"), so a plan on thousands of ranks prints in a few lines.
+// Sorted ranks as runs: "r1-r7", "r0-r16376 step 8", "r5"; after `most` items, how many ranks
+// there are in all.
+std::string ranks_text(const std::vector<int64_t>& ranks, size_t most) {
+  std::string s;
+  size_t items = 0;
+  for (size_t i = 0; i < ranks.size();) {
+    if (items == most) return s + ", ... (" + std::to_string(ranks.size()) + " ranks)";
+    size_t j = i;
+    const int64_t stride = i + 1 < ranks.size() ? ranks[i + 1] - ranks[i] : 1;
+    while (j + 1 < ranks.size() && ranks[j + 1] - ranks[j] == stride) ++j;
+    if (stride > 1 && j - i < 2) j = i;  // two ranks with a gap are two items, not a run
+    s += (items++ ? ", r" : "r") + std::to_string(ranks[i]);
+    if (j > i) s += "-r" + std::to_string(ranks[j]) + (stride > 1 ? " step " + std::to_string(stride) : "");
+    i = j + 1;
+  }
+  return s;
+}
+
+// " r0 12/12 r1 12/12": every rank's bytes. Past 16 ranks, ranks with equal bytes as one group
+// (" r0-r16383: 12/12"), groups in the order of their first rank, each's ranks as runs; a group
+// that would take more than 8 runs is cut short, and the largest such one is said last as "the
+// other N ranks", so a plan on thousands of ranks prints in a line or two.
 std::string traffic_text(const std::vector<RankTraffic>& all) {
   std::string s;
-  const bool runs = all.size() > 16;
-  for (size_t i = 0; i < all.size();) {
-    size_t j = i + 1;
-    while (runs && j < all.size() && all[j].bytes_sent == all[i].bytes_sent &&
-           all[j].bytes_received == all[i].bytes_received && all[j].rank == all[j - 1].rank + 1)
-      ++j;
-    s += " r" + std::to_string(all[i].rank) + (j - i > 1 ? "-r" + std::to_string(all[j - 1].rank) : "") + " " +
-         std::to_string(all[i].bytes_sent) + "/" + std::to_string(all[i].bytes_received);
-    i = j;
+  if (all.size() <= 16) {
+    for (const RankTraffic& t : all)
+      s += " r" + std::to_string(t.rank) + " " + std::to_string(t.bytes_sent) + "/" + std::to_string(t.bytes_received);
+    return s;
   }
+  constexpr size_t kRuns = 8, kGroups = 12;
+  std::map<std::pair<int64_t, int64_t>, std::vector<int64_t>> by_bytes;
+  std::vector<std::pair<int64_t, int64_t>> order;  // by first rank (all is in rank order)
+  for (const RankTraffic& t : all) {
+    std::vector<int64_t>& ranks = by_bytes[{t.bytes_sent, t.bytes_received}];
+    if (ranks.empty()) order.push_back({t.bytes_sent, t.bytes_received});
+    ranks.push_back(t.rank);
+  }
+  auto bytes = [](const std::pair<int64_t, int64_t>& b) {
+    return std::to_string(b.first) + "/" + std::to_string(b.second);
+  };
+  // The largest group, said as "the other N ranks" when its runs would not fit.
+  const auto largest = std::max_element(order.begin(), order.end(), [&](const auto& a, const auto& b) {
+    return by_bytes[a].size() < by_bytes[b].size();
+  });
+  const bool rest = order.size() > 1 && ranks_text(by_bytes[*largest], kRuns).find("...") != std::string::npos;
+  size_t said = 0;
+  for (const auto& b : order) {
+    if (rest && b == *largest) continue;
+    if (said == kGroups) {
+      s += "; ... (" + std::to_string(order.size() - said - (rest ? 1 : 0)) + " more groups)";
+      break;
+    }
+    s += (said++ ? "; " : " ") + ranks_text(by_bytes[b], kRuns) + ": " + bytes(b);
+  }
+  if (rest) s += "; the other " + std::to_string(by_bytes[*largest].size()) + " ranks: " + bytes(*largest);
   return s;
 }
 }  // namespace

@@ -67,6 +67,10 @@ struct Primitive {
   // Runs the step on this rank, which is in the step's source or target placement: in is its
   // piece in step.from (null when it holds none), the result its piece in step.to (null likewise).
   StoragePtr (*run)(const StepView& step, const StoragePtr& in);
+  // rank_traffic of each of ranks, for a primitive whose per-rank figures share work that one
+  // rank's call redoes (null: rank_traffic per rank). Step::traffic() (explain_boxing) reads it:
+  // every rank of 16,384 in milliseconds, not seconds.
+  std::vector<RankTraffic> (*ranks_traffic)(const StepView& step, std::span<const int64_t> ranks) = nullptr;
 };
 
 // The record of a primitive that is not along one mesh axis (reach kLayouts or kMemorySpace).
@@ -75,8 +79,10 @@ constexpr Primitive whole_layout_primitive(StepKind kind, Primitive::Reach reach
                                            StepTraffic (*traffic)(const StepView&),
                                            RankTraffic (*rank_traffic)(const StepView&, int64_t),
                                            StoragePtr (*run)(const StepView&, const StoragePtr&),
-                                           StepTraffic (*traffic_floor)(const StepView&) = nullptr) {
-  return {kind, reach, communicates, nullptr, can_start_from, rounds, traffic, traffic_floor, rank_traffic, run};
+                                           StepTraffic (*traffic_floor)(const StepView&) = nullptr,
+                                           std::vector<RankTraffic> (*ranks_traffic)(const StepView&,
+                                                                                     std::span<const int64_t>) = nullptr) {
+  return {kind, reach, communicates, nullptr, can_start_from, rounds, traffic, traffic_floor, rank_traffic, run, ranks_traffic};
 }
 
 // The record of kind (src/boxing/primitive_table.cpp), and all of them in SPSD_BOXING_PRIMITIVES order.

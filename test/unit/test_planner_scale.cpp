@@ -57,7 +57,11 @@ TEST_CASE("a step's price is its busiest rank's traffic, every rank computed on 
             int64_t busiest = 0;
             for (const RankTraffic& t : s.traffic()) {
               busiest = std::max({busiest, t.bytes_sent, t.bytes_received});
-              REQUIRE(t.bytes_sent == s.traffic_of(t.rank).bytes_sent);
+              // traffic() (every rank at once, explain_boxing's) is each rank's own traffic_of.
+              const RankTraffic own = s.traffic_of(t.rank);
+              REQUIRE(t.bytes_sent == own.bytes_sent);
+              REQUIRE(t.bytes_received == own.bytes_received);
+              REQUIRE(t.messages == own.messages);
             }
             INFO(plan->to_string());
             REQUIRE(s.max_bytes() == busiest);
