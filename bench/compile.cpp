@@ -1,15 +1,19 @@
 // bench/compile: the joint layout search of spsd::compile (docs/compile.md) on a GPT of many
-// blocks, under simulated ranks: how long the search takes, how many ops it sees, and the bytes
-// per step it predicts beside eager's choices. The capture runs one step of a narrow model (the
-// search's work depends on the ops, their candidate signatures and the mesh, not on the width);
-// rank 0 searches and the others take its choices, so the time printed is the search's own.
+// blocks: how long the search takes, how many ops it sees, and the bytes per step it predicts
+// beside eager's choices. The capture runs one step of a narrow model (the search's work depends
+// on the ops, their candidate signatures and the mesh, not on the width), as rank 0 of a dry run
+// (spsd::dry_run: the other ranks absent, planning only), or with --simulate 1 on simulated ranks
+// (rank 0 searches and the others take its choices, so the time printed is the search's own).
 //
-//   build/bench/compile [--blocks 48] [--mesh 2x4] [--mode 2d|tensor] [--dim 64] [--context 16]
+//   build/bench/compile [--blocks 48] [--mesh 2x4] [--mode 2d|tensor] [--dim 64] [--context 16] [--simulate 0|1]
+//                 [--price-as cuda]
 //
 // --mesh DxT: a (D, T) mesh, data parallel on D and Megatron's tensor parallelism on T (mode 2d);
 // mode tensor takes the D*T ranks as one tensor axis.
 #include <chrono>
 #include <cstdio>
+#include <functional>
+#include <optional>
 #include <random>
 #include <spsd/spsd.hpp>
 #include <string>
@@ -22,6 +26,8 @@ using namespace spsd;
 int main(int argc, char** argv) {
   int64_t blocks = 48, d = 2, t = 4, dim = 64, context = 16;
   std::string mode = "2d";
+  bool simulated = false;
+  std::optional<DeviceType> price_as;  // --price-as cuda: the search on a GPU's cost model
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--blocks") blocks = std::stoll(v);
@@ -29,15 +35,18 @@ int main(int argc, char** argv) {
     else if (a == "--mode") mode = v;
     else if (a == "--dim") dim = std::stoll(v);
     else if (a == "--context") context = std::stoll(v);
+    else if (a == "--simulate") simulated = v == "1";
+    else if (a == "--price-as") price_as = v == "cuda" ? std::optional(DeviceType::kCUDA) : std::nullopt;
     else throw Error("bench/compile: unknown option " + a);
   }
   const int n = static_cast<int>(d * t);
   const examples::Corpus corpus = examples::generated_corpus(20000, 1);
   const int64_t vocab = 64 * t;  // a multiple of the tensor axis (the token table is split on it)
-  std::printf("GPT: %lld blocks, dim %lld, context %lld, mode %s on a %lldx%lld mesh (%d simulated ranks)\n",
+  std::printf("GPT: %lld blocks, dim %lld, context %lld, mode %s on a %lldx%lld mesh (%d %s ranks)\n",
               static_cast<long long>(blocks), static_cast<long long>(dim), static_cast<long long>(context), mode.c_str(),
-              static_cast<long long>(d), static_cast<long long>(t), n);
-  simulate(n, [&] {
+              static_cast<long long>(d), static_cast<long long>(t), n, simulated ? "simulated" : "dry-run");
+  const auto run = [&](const std::function<void()>& body) { simulated ? simulate(n, body) : dry_run(n, body); };
+  run([&] {
     // Rank 0 searches while the others wait for its choices; with many simulated ranks sharing
     // the machine's cores its wall time is many times its CPU time.
     set_timeout(std::chrono::minutes(20));
@@ -51,11 +60,13 @@ int main(int argc, char** argv) {
     const examples::TextBatch b = examples::draw_batch(corpus, 2 * d, context, g);
     const NdSbp layout = nn::input_layout(plan);
     const auto x = from_host(b.inputs, placement, layout), y = from_host(b.targets, placement, layout);
-    auto step = spsd::compile([&](const GlobalTensor<int64_t>& tokens, const GlobalTensor<int64_t>& targets) {
-      adam.zero_grad();
-      backward(cross_entropy(model.forward<float>(tokens), targets));
-      adam.step();
-    });
+    auto step = spsd::compile(
+        [&](const GlobalTensor<int64_t>& tokens, const GlobalTensor<int64_t>& targets) {
+          adam.zero_grad();
+          backward(cross_entropy(model.forward<float>(tokens), targets));
+          adam.step();
+        },
+        {.price_as = price_as});
     const auto t0 = std::chrono::steady_clock::now();
     step(x, y);  // captures, searches
     const double capture_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -39,9 +39,10 @@
 //
 //   tools/mpirun -np 4 build/bench/train --gpt-only [--compile | --explain]
 //
-// --compile adds, per mode, the step through spsd::compile twice: replaying eager's layouts, and
-// with the layouts searched for the whole step (docs/compile.md); --explain also prints the
-// searched step's explain() on stderr.
+// --compile adds, per mode, the step through spsd::compile three times: replaying eager's layouts,
+// with the layouts searched for the whole step (docs/compile.md), and searched on a GPU's cost
+// model (CompileOptions::price_as: what a GPU cluster's compile would choose); --explain also
+// prints the searched steps' explain() on stderr.
 //
 //   tools/mpirun -np 4 build/bench/train --gpt-only --per-op [--modes tensor,2d] [--variant fc1-b]
 //
@@ -215,6 +216,10 @@ void gpt_table(int64_t steps, GptCompile compiled) {
     auto searched = spsd::compile(step);
     row(mode + " compiled, searched", measure(steps, [&] { searched(x, y); }));
     if (compiled.explain && rank() == 0) std::fprintf(stderr, "%s\n", searched.explain().c_str());
+    // The plan a GPU cluster's compile would choose (NCCL's bandwidth, a GPU's flops), run here.
+    auto for_gpus = spsd::compile(step, {.price_as = DeviceType::kCUDA});
+    row(mode + " compiled, searched as on GPUs", measure(steps, [&] { for_gpus(x, y); }));
+    if (compiled.explain && rank() == 0) std::fprintf(stderr, "%s\n", for_gpus.explain().c_str());
   }
 }
 

@@ -9,6 +9,7 @@
 #include <map>
 #include <limits>
 #include <numeric>
+#include <optional>
 #include <unordered_map>
 
 #include "spsd/boxing/cost.hpp"
@@ -81,7 +82,10 @@ double flop_us(DeviceType device) { return device == DeviceType::kCUDA ? 1e-8 : 
 
 class Problem {
  public:
-  Problem(Tape& tape, double memory_weight) : tape_(tape), memory_weight_(memory_weight) { build(); }
+  Problem(Tape& tape, double memory_weight, std::optional<DeviceType> price_as)
+      : tape_(tape), memory_weight_(memory_weight), price_as_(price_as) {
+    build();
+  }
 
   bool searchable() const { return why_not_.empty(); }
   const std::string& why_not() const { return why_not_; }
@@ -415,7 +419,8 @@ class Problem {
     }
     const Resolution& r = n.op->resolution();
     const Shape& mesh = r.placement.mesh();
-    const double gamma = cost_model(r.placement.device_type()).gamma_us_per_byte;
+    const DeviceType device = price_as_.value_or(r.placement.device_type());
+    const double gamma = cost_model(device).gamma_us_per_byte;
     n.work.assign(n.candidates.size(), 0);
     n.result_bytes.assign(n.candidates.size(), 0);
     for (size_t c = 0; c < n.candidates.size(); ++c) {
@@ -431,7 +436,7 @@ class Problem {
         const double a = static_cast<double>(piece_bytes(r.inputs[0], mesh, s.inputs[0]) / size_of(r.inputs[0].dtype));
         const double b = static_cast<double>(piece_bytes(r.inputs[1], mesh, s.inputs[1]) / size_of(r.inputs[1].dtype));
         const double o = static_cast<double>(out / size_of(r.output.dtype));
-        work += flop_us(r.placement.device_type()) * 2.0 * std::sqrt(a * b * o);
+        work += flop_us(device) * 2.0 * std::sqrt(a * b * o);
       }
       n.work[c] = work + memory_weight_ * static_cast<double>(out);
     }
@@ -446,9 +451,10 @@ class Problem {
     const auto [it, inserted] = edges_.try_emplace(key, 0.0);
     if (inserted) {
       const ValueInfo& info = values_[static_cast<size_t>(v)];
-      it->second = plan_boxing(info.meta->shape, info.meta->dtype, *info.placement, layouts_[static_cast<size_t>(from)],
-                               *info.placement, layouts_[static_cast<size_t>(need)])
-                       ->cost_us;
+      const Placement& on = priced(*info.placement);
+      it->second =
+          plan_boxing(info.meta->shape, info.meta->dtype, on, layouts_[static_cast<size_t>(from)], on, layouts_[static_cast<size_t>(need)])
+              ->cost_us;
     }
     return it->second;
   }
@@ -461,8 +467,8 @@ class Problem {
         (uint64_t{1} << 63) | (static_cast<uint64_t>(v) << 32) | (static_cast<uint64_t>(from) << 16) | s;
     const auto [it, inserted] = edges_.try_emplace(key, 0.0);
     if (inserted)
-      it->second = plan_boxing(info.meta->shape, info.meta->dtype, *info.placement, layouts_[static_cast<size_t>(from)],
-                               sink.to, sink.layout)
+      it->second = plan_boxing(info.meta->shape, info.meta->dtype, priced(*info.placement), layouts_[static_cast<size_t>(from)],
+                               priced(sink.to), sink.layout)
                        ->cost_us;
     return it->second;
   }
@@ -561,8 +567,19 @@ class Problem {
     return pa != wa || pb != wb;
   }
 
+  // p, or its ranks and mesh on the device the search prices as (the planner prices a plan by
+  // its placements' device).
+  const Placement& priced(const Placement& p) {
+    if (!price_as_ || p.device_type() == *price_as_) return p;
+    for (const auto& [real, as] : priced_)
+      if (real == p) return as;
+    return priced_.emplace_back(p, Placement(to_string(*price_as_), p.ranks(), p.mesh())).second;
+  }
+
   Tape& tape_;
   double memory_weight_;
+  std::optional<DeviceType> price_as_;
+  std::deque<std::pair<Placement, Placement>> priced_;
   std::vector<Node> nodes_;
   std::vector<ValueInfo> values_;
   std::vector<NdSbp> layouts_;    // interned: nodes and values name layouts by index
@@ -595,14 +612,19 @@ std::string SearchReport::to_string() const {
                 " ms of rank 0's CPU, ", seconds * 1e3, " ms in all), ",
                 changed, " signatures changed; predicted ", found_us, " us per step against eager's ", eager_us,
                 " us; lower bound ", lower_bound_us, " us (gap ", gap * 100, " %); results ", result_bytes,
-                " B per rank (eager's: ", eager_result_bytes, " B)\n");
+                " B per rank (eager's: ", eager_result_bytes, " B)",
+                memory_budget_bytes > 0 ? concat("; memory budget ", memory_budget_bytes, " B ",
+                                                 result_bytes <= memory_budget_bytes ? "met" : "NOT met")
+                                        : std::string(),
+                priced_as.empty() ? std::string() : concat("; priced as ", priced_as), "\n");
 }
 
-SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes) {
+SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes, std::optional<DeviceType> price_as) {
   SearchReport report;
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = thread_seconds();
-  Problem problem(tape, 0);
+  Problem problem(tape, 0, price_as);
+  if (price_as) report.priced_as = std::string(to_string(*price_as));
   if (!agreed(problem.searchable())) {
     report.why_not = problem.searchable() ? "another rank's step has an op outside the whole world" : problem.why_not();
     return report;
@@ -642,6 +664,7 @@ SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes) {
   report.rounds = static_cast<int64_t>(figures[3]);
   report.eager_result_bytes = static_cast<int64_t>(figures[4]), report.result_bytes = static_cast<int64_t>(figures[5]);
   report.cpu_seconds = figures[6];
+  report.memory_budget_bytes = memory_budget_bytes;
   report.changed = problem.apply();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;

@@ -34,6 +34,7 @@ struct Context {
   int64_t world_size = 1;
   int64_t local_rank = 0;
   std::unique_ptr<Backend> backend;
+  bool dry = false;  // spsd::dry_run's rank: the backend moves no data, cuda placements are refused
   CommStats stats;
   std::chrono::milliseconds timeout{30'000};  // bound on every wait of every backend
   std::map<std::vector<int64_t>, std::unique_ptr<Communicator>> communicators;

@@ -11,6 +11,7 @@
 
 #include "context.hpp"
 #include "cuda_probe.hpp"
+#include "../comm/dry_backend.hpp"
 #include "../comm/local_backend.hpp"
 #include "spsd/core/config.hpp"
 #include "spsd/core/error.hpp"
@@ -42,15 +43,20 @@ int64_t env_local_rank() {
 }
 
 // Runs in the constructor of a Runtime or a simulated rank: one context per rank.
-std::unique_ptr<Context> make_local_context(std::shared_ptr<LocalWorld> world, int64_t rank, int64_t local_rank) {
+std::unique_ptr<Context> make_thread_context(int64_t rank, int64_t world_size, int64_t local_rank) {
   auto ctx = std::make_unique<Context>();
   ctx->rank = rank;
-  ctx->world_size = world->size();
+  ctx->world_size = world_size;
   ctx->local_rank = local_rank;
   ctx->timeout = default_timeout();
   ctx->synchronous = synchronous_from_env();
   ctx->inline_bytes = inline_bytes_from_env();
   ctx->trace = trace_recorder_from_env(rank);
+  return ctx;
+}
+
+std::unique_ptr<Context> make_local_context(std::shared_ptr<LocalWorld> world, int64_t rank, int64_t local_rank) {
+  auto ctx = make_thread_context(rank, world->size(), local_rank);
   ctx->backend = std::make_unique<LocalBackend>(std::move(world), &ctx->timeout);
   return ctx;
 }
@@ -201,7 +207,12 @@ void check_placement(std::string_view op, const Placement& placement) {
     SPSD_CHECK(r < world, op, placement, " names rank ", r, " but the world has ", world, " ranks (0..", world - 1, ")");
   // Before anything is gathered or moved: without a usable device (a CPU-only build, no driver)
   // a cuda placement fails here, naming op and why, not after a collective.
-  if (placement.device_type() == DeviceType::kCUDA && placement.contains(rank())) detail::device_runtime(op);
+  if (placement.device_type() == DeviceType::kCUDA && placement.contains(rank())) {
+    SPSD_CHECK(!detail::context(op).dry, op, placement,
+               " is a cuda placement, which a dry run cannot take (its kernels need the device): plan on cpu "
+               "placements of the same mesh");
+    detail::device_runtime(op);
+  }
 }
 
 Communicator& communicator(const std::vector<int64_t>& world_ranks) {
@@ -275,6 +286,28 @@ void simulate(int world_size, const std::function<void()>& body) {
     });
   for (auto& t : threads) t.join();
   if (first) std::rethrow_exception(first);
+}
+
+void dry_run(int64_t world_size, const std::function<void()>& body) {
+  SPSD_CHECK(world_size >= 1, "dry_run", "world_size must be at least 1, got ", world_size);
+  SPSD_CHECK(static_cast<bool>(body), "dry_run", "body is empty (a default-constructed std::function)");
+  std::exception_ptr error;
+  // Its own thread, as a simulated rank: the caller's runtime (if any) stays as it is.
+  std::thread rank0([&] {
+    try {
+      std::unique_ptr<detail::Context> ctx = detail::make_thread_context(0, world_size, 0);
+      ctx->backend = std::make_unique<detail::DryBackend>();
+      ctx->dry = true;
+      detail::set_current_context(ctx.get());
+      struct Reset { ~Reset() { detail::set_current_context(nullptr); } } reset;
+      body();
+      detail::before_host_communication();
+    } catch (...) {
+      error = std::current_exception();
+    }
+  });
+  rank0.join();
+  if (error) std::rethrow_exception(error);
 }
 
 }  // namespace spsd

@@ -42,3 +42,23 @@ TEST_CASE("compile: searched layouts train like eager's", "[mpi][compile]") {
     for (size_t s = 0; s < eager.losses.size(); ++s) CHECK(searched.losses[s] == Approx(eager.losses[s]).epsilon(1e-4));
   }
 }
+
+// A dry run inside an MPI job: a thread of its own with its own runtime, the job's untouched. Its
+// plan for this world's size is what the job's ranks searched (explain()'s bytes line).
+TEST_CASE("compile: a dry run inside an MPI job plans what the job's ranks do", "[mpi][compile]") {
+  const std::string mode = modes().back();
+  const auto real = spsd_test::gpt_compiled_run<float>(mode, world(), 2, true);
+  spsd_test::CompiledRun dry;
+  spsd::dry_run(spsd::world_size(), [&] { dry = spsd_test::gpt_compiled_run<float>(mode, world(), 2, true); });
+  auto bytes_line = [](const std::string& e) {
+    const size_t at = e.find("bytes sent per step");
+    return at == std::string::npos ? std::string("(none)") : e.substr(at, e.find('\n', at) - at);
+  };
+  INFO(mode << ", rank " << spsd::rank() << "\nreal:\n" << real.explanation << "\ndry:\n" << dry.explanation);
+  CHECK(bytes_line(dry.explanation) == bytes_line(real.explanation));
+  CHECK(bytes_line(real.explanation) != "(none)");
+  // The job goes on after it: a collective over the world still works.
+  int64_t one = 1, sum = 0;
+  spsd::world_communicator().all_reduce(&one, &sum, 1, spsd::DType::kInt64, spsd::ReduceOp::kSum);
+  CHECK(sum == spsd::world_size());
+}

@@ -169,3 +169,99 @@ TEST_CASE("compile: the joint search predicts no slower a step, sends what it pr
     }
   }
 }
+
+namespace {
+// explain()'s lines, less the search's timing (the only thing in it that is not a function of
+// the shapes, layouts and mesh).
+std::string without_timing(const std::string& explanation) {
+  std::string kept, line;
+  for (const char c : explanation + "\n") {
+    if (c != '\n') {
+      line += c;
+      continue;
+    }
+    if (line.find("rank 0's CPU") == std::string::npos) kept += line + "\n";
+    line.clear();
+  }
+  return kept;
+}
+}  // namespace
+
+// dry_run plans as the real ranks do: the searched step (every signature, boxing and byte count
+// of explain()) and the bytes rank 0 sends per step are those of the same step on simulated ranks.
+TEST_CASE("compile: a step captured in a dry run plans as on the real ranks", "[compile]") {
+  const spsd_test::GptSize size{64, 32, 8};
+  for (const auto& [mode, n] : std::vector<std::pair<std::string, int>>{{"tensor", 4}, {"2d", 4}, {"sequence", 2}}) {
+    std::vector<spsd_test::CompiledRun> real(n);
+    simulate(n, [&] { real[rank()] = spsd_test::gpt_compiled_run<float>(mode, first(n), 2, true, {}, size); });
+    spsd_test::CompiledRun dry;
+    int world = 0, me = -1;
+    dry_run(n, [&] {
+      world = world_size(), me = rank();
+      dry = spsd_test::gpt_compiled_run<float>(mode, first(n), 2, true, {}, size);
+    });
+    CHECK(world == n);
+    CHECK(me == 0);
+    INFO(mode << " on " << n << " ranks\nreal:\n" << real[0].explanation << "\ndry:\n" << dry.explanation);
+    CHECK(dry.explanation.find("layouts: searched jointly") != std::string::npos);
+    CHECK(without_timing(dry.explanation) == without_timing(real[0].explanation));
+    CHECK(dry.last_step_sent == real[0].last_step_sent);
+    CHECK(dry.last_step_sent > 0);
+  }
+}
+
+TEST_CASE("dry_run: bad arguments and a body's error are spsd::Errors naming what failed", "[compile]") {
+  CHECK_THROWS_WITH(dry_run(0, [] {}), Catch::Contains("dry_run") && Catch::Contains("got 0"));
+  CHECK_THROWS_WITH(dry_run(2, {}), Catch::Contains("dry_run") && Catch::Contains("body is empty"));
+  CHECK_THROWS_WITH(dry_run(4, [] { (void)randn<float>({4, 4}, Placement("cpu", {0, 4}), {sbp::split(0)}); }),
+                    Catch::Contains("names rank 4") && Catch::Contains("4 ranks"));
+  CHECK_THROWS_WITH(dry_run(2, [] { (void)randn<float>({4, 4}, Placement("cuda", {0, 1}), {sbp::split(0)}); }),
+                    Catch::Contains("dry run cannot take"));
+}
+
+// A memory budget below what the search picks without one: the search keeps it (splitting more
+// results), says so, and still trains as eager does. Read from explain(): "results R B per rank".
+TEST_CASE("compile: a memory budget below the unbudgeted plan's is kept and said", "[compile]") {
+  const spsd_test::GptSize size{64, 32, 8};
+  for (const auto& [mode, n] : std::vector<std::pair<std::string, int>>{{"tensor", 4}, {"2d", 4}}) {
+    std::vector<spsd_test::CompiledRun> eager(n), free(n), budgeted(n);
+    int64_t budget = 0;
+    simulate(n, [&] {
+      eager[rank()] = spsd_test::gpt_compiled_run<float>(mode, first(n), 3, false, {}, size);
+      free[rank()] = spsd_test::gpt_compiled_run<float>(mode, first(n), 3, true, {}, size);
+    });
+    const double unbudgeted = number_after(free[0].explanation, " %); results ");
+    REQUIRE(unbudgeted > 0);
+    budget = static_cast<int64_t>(unbudgeted * 0.9);
+    simulate(n, [&] {
+      budgeted[rank()] = spsd_test::gpt_compiled_run<float>(mode, first(n), 3, true, {.memory_budget_bytes = budget}, size);
+    });
+    const std::string& e = budgeted[0].explanation;
+    INFO(mode << " on " << n << " ranks, budget " << budget << "\nunbudgeted:\n" << free[0].explanation << "\nbudgeted:\n" << e);
+    CHECK(number_after(e, " %); results ") <= static_cast<double>(budget));
+    CHECK(e.find("memory budget " + std::to_string(budget) + " B met") != std::string::npos);
+    for (int r = 0; r < n; ++r)
+      for (size_t s = 0; s < eager[r].losses.size(); ++s)
+        CHECK(budgeted[r].losses[s] == Approx(eager[r].losses[s]).epsilon(1e-4));
+  }
+}
+
+// Priced as on GPUs (CompileOptions::price_as), the search runs on the cpu ranks with a GPU's
+// cost model: it says so, predicts no slower a step than eager's choices on that model, and the
+// replay sends what it predicts.
+TEST_CASE("compile: a search priced as on GPUs keeps its guarantees on that model", "[compile]") {
+  const spsd_test::GptSize size{64, 32, 8};
+  for (const auto& [mode, n] : std::vector<std::pair<std::string, int>>{{"tensor", 4}, {"2d", 4}}) {
+    std::vector<spsd_test::CompiledRun> runs(n);
+    simulate(n, [&] {
+      runs[rank()] = spsd_test::gpt_compiled_run<float>(mode, first(n), 2, true, {.price_as = DeviceType::kCUDA}, size);
+    });
+    const std::string& e = runs[0].explanation;
+    INFO(mode << " on " << n << " ranks\n" << e);
+    CHECK(e.find("priced as cuda") != std::string::npos);
+    CHECK(number_after(e, "; predicted ") <= number_after(e, "against eager's "));
+    int64_t busiest = 0;
+    for (int r = 0; r < n; ++r) busiest = std::max(busiest, runs[r].last_step_sent);
+    CHECK(busiest == static_cast<int64_t>(number_after(e, "bytes sent per step, busiest rank: ")));
+  }
+}

@@ -30,6 +30,7 @@
 #include <concepts>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -45,6 +46,9 @@ struct CompileOptions {
   bool search_layouts = true;       // choose every op's signature jointly (false: eager's choices)
   bool cuda_graph = true;           // on cuda placements, replay as one CUDA graph (not yet: see docs/compile.md)
   int64_t memory_budget_bytes = 0;  // per rank, for the search; 0: no budget
+  // The device whose cost model prices the search (work and boxing), where not the placements'
+  // own: e.g. a dry run on cpu placements planning for GPUs (docs/compile.md).
+  std::optional<DeviceType> price_as;
 };
 
 namespace detail {

@@ -19,6 +19,7 @@
 // Only where every op and boxing of the step spans the whole world (so every rank captured
 // the same graph); rank 0 searches and the others take its choices.
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "spsd/compile/tape.hpp"
@@ -32,13 +33,16 @@ struct SearchReport {
   int64_t rounds = 0;             // sweeps until no move helped
   double eager_us = 0, found_us = 0, lower_bound_us = 0;  // the objective
   int64_t result_bytes = 0, eager_result_bytes = 0;       // per rank, the bytes of all results
+  int64_t memory_budget_bytes = 0;                         // asked for (0: none)
+  std::string priced_as;   // the device whose cost model priced the search, when not the placements'
   double seconds = 0;      // wall time of the whole search, with the rewrite and the broadcast
   double cpu_seconds = 0;  // rank 0's thread CPU time searching (what other threads on its core leave out)
   std::string to_string() const;
 };
 
 // Searches and rewrites tape's steps with the chosen signatures (and re-plans their boxing).
+// price_as: price work and boxing with that device's cost model instead of the placements' own.
 // Collective over the world (rank 0 searches).
-SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes);
+SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes, std::optional<DeviceType> price_as = std::nullopt);
 
 }  // namespace spsd::detail

@@ -41,6 +41,15 @@ void synchronize();
 // exception is rethrown after every thread ended.
 void simulate(int world_size, const std::function<void()>& body);
 
+// Runs body once, on a thread of its own, as rank 0 of a world of world_size ranks that are not
+// there: for planning a job larger than the machine (docs/compile.md, "Planning without the
+// ranks"). Collectives complete at once, moving no data: each returns what it would if every
+// rank held what rank 0 holds, so values are not the program's; shapes, layouts, boxing plans,
+// comm_stats() bytes and spsd::compile's search are (they depend on shapes only). Kernels run
+// on rank 0's pieces. Cuda placements are refused (an Error naming the op). Rethrows body's
+// exception.
+void dry_run(int64_t world_size, const std::function<void()>& body);
+
 // The communicator over these world ranks, in this order; the calling rank must be one of
 // them. Created at first use (collectively over those ranks only) and cached.
 Communicator& communicator(const std::vector<int64_t>& world_ranks);
