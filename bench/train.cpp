@@ -37,12 +37,13 @@
 // The measured figure includes what the minimum leaves out (e.g. boxings the resolver picks
 // around the attention op), so a ratio above 1 shows where a mode pays more than its scheme.
 //
-//   tools/mpirun -np 4 build/bench/train --gpt-only [--compile | --explain]
+//   tools/mpirun -np 4 build/bench/train --gpt-only [--compile | --explain] [--variant fc1-b-pins-s0]
 //
 // --compile adds, per mode, the step through spsd::compile three times: replaying eager's layouts,
 // with the layouts searched for the whole step (docs/compile.md), and searched on a GPU's cost
 // model (CompileOptions::price_as: what a GPU cluster's compile would choose); --explain also
-// prints the searched steps' explain() on stderr.
+// prints the searched steps' explain() on stderr. --variant runs the tensor and 2d modes with a
+// what-if plan of --per-op's (below) instead of examples::gpt_plan.
 //
 //   tools/mpirun -np 4 build/bench/train --gpt-only --per-op [--modes tensor,2d] [--variant fc1-b]
 //
@@ -171,7 +172,12 @@ struct GptCompile {
   bool rows = false, explain = false;
 };
 
-void gpt_table(int64_t steps, GptCompile compiled) {
+namespace per_op {
+nn::Plan variant_plan(const std::string& mode, const std::string& variant);  // below
+}
+
+// variant: a what-if plan of per_op::variant_plan for the tensor and 2d modes (the others skipped).
+void gpt_table(int64_t steps, GptCompile compiled, const std::string& variant) {
   const int n = world_size();
   const examples::Corpus corpus = gpt_corpus();
   const examples::GptConfig c = gpt_config(corpus);
@@ -187,8 +193,8 @@ void gpt_table(int64_t steps, GptCompile compiled) {
   std::mt19937_64 g(1);
   const examples::TextBatch b = examples::draw_batch(corpus, batch, c.context, g);
   for (const std::string mode : {"data", "sequence", "tensor", "2d"}) {
-    if (mode == "2d" && n % 2 != 0) continue;
-    const nn::Plan plan = examples::gpt_plan(mode);
+    if ((mode == "2d" && n % 2 != 0) || (!variant.empty() && mode != "tensor" && mode != "2d")) continue;
+    const nn::Plan plan = per_op::variant_plan(mode, variant);
     examples::Gpt<float> model(c, {examples::gpt_placement(mode, n), 1000});
     nn::parallelize(model, plan);
     const Placement& placement = model.tok.weight.placement();
@@ -791,7 +797,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (gpt_only) {
-    gpt_table(steps, compiled);
+    gpt_table(steps, compiled, variant);
     return 0;
   }
   const examples::Dataset data = examples::generated_dataset(batch, 1);  // values do not change the time
@@ -822,7 +828,7 @@ int run(int argc, char** argv) {
       std::printf("| %s | %.2f | %.0f | %lld | %.0f | %s |\n", mode.c_str(), median * 1e3, batch / median,
                   static_cast<long long>(bytes), minimum, ratio_text(static_cast<double>(bytes), minimum).c_str());
   }
-  gpt_table(steps, compiled);
+  gpt_table(steps, compiled, variant);
   return 0;
 }
 
