@@ -42,7 +42,10 @@
 // --compile adds, per mode, the step through spsd::compile three times: replaying eager's layouts,
 // with the layouts searched for the whole step (docs/compile.md), and searched on a GPU's cost
 // model (CompileOptions::price_as: what a GPU cluster's compile would choose); --explain also
-// prints the searched steps' explain() on stderr. --variant runs the tensor and 2d modes with a
+// prints the searched steps' explain() on stderr. On an even world --compile also adds
+// 2d-sequence (Megatron-SP on (n/2, 2)) and "2d searched plan": the parameters' layouts chosen by
+// nn::search_plan under Megatron-SP's memory, against Megatron-SP's bytes (searched_2d_plan;
+// --explain prints what it chose). --variant runs the tensor and 2d modes with a
 // what-if plan of --per-op's (below) instead of examples::gpt_plan.
 //
 //   tools/mpirun -np 4 build/bench/train --gpt-only --per-op [--modes tensor,2d] [--variant fc1-b]
@@ -60,6 +63,7 @@
 // step after 3 warm-ups, read from SPSD_TRACE (bench/trace_reader.hpp): the per-op table that
 // bench/train_torch.py --profile prints for PyTorch from torch.profiler.
 #include <algorithm>
+#include <optional>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -141,6 +145,11 @@ double gpt_minimum_bytes(const std::string& mode, int64_t n, const examples::Gpt
   if (mode == "sequence") return ring(n) * 4 * (params - split_params) + 8 * L * (n - 1.0) / n * act;
   if (mode == "tensor") return ring(n) * ((4 * L + 2) * act + 2 * rows);
   const double d = n / 2.0;
+  // Megatron-SP on (d, 2): the replicated parameters' gradients all-reduced over every rank, the
+  // split ones' halves over d, and sequence parallelism's 4 all-gathers and 4 reduce-scatters
+  // per block of an activation's N/d rows over the tensor axis.
+  if (mode == "2d-sequence")
+    return ring(n) * 4 * (params - split_params) + ring(d) * 4 * split_params / 2 + 8 * L * 0.5 * act / d;
   return ring(d) * 4 * (params - split_params / 2) + ring(2) * ((4 * L + 2) * act + 2 * rows) / d;
 }
 
@@ -176,6 +185,37 @@ namespace per_op {
 nn::Plan variant_plan(const std::string& mode, const std::string& variant);  // below
 }
 
+// --compile on an even world: the parameters' layouts left to nn::search_plan on the (n/2, 2)
+// mesh, from data parallelism with every parameter replicated on the tensor axis, under the
+// memory of Megatron-SP's plan (2d-sequence) as the search measures it (parameters x 4 plus the
+// step's results).
+nn::SearchedPlan searched_2d_plan(const examples::GptConfig& c, const examples::TextBatch& b, int n) {
+  auto search = [&](const nn::Plan& plan, int64_t budget) {
+    examples::Gpt<float> model(c, {examples::gpt_placement("2d", n), 1000});
+    nn::parallelize(model, plan);
+    Adam<float> adam(model.parameters(), {});
+    const Placement& placement = model.tok.weight.placement();
+    const auto x = from_host(b.inputs, placement, nn::input_layout(plan)),
+               y = from_host(b.targets, placement, nn::input_layout(plan));
+    return nn::search_plan(
+        model, plan,
+        [&](const GlobalTensor<int64_t>& tokens, const GlobalTensor<int64_t>& targets) {
+          adam.zero_grad();
+          backward(cross_entropy(model.forward<float>(tokens), targets));
+          adam.step();
+        },
+        {.memory_budget_bytes = budget}, x, y);
+  };
+  const int64_t megatron_sp = search(examples::gpt_plan("2d-sequence"), 0).start_memory_bytes;
+  nn::SearchedPlan found = search({nn::data_parallel(), nn::AxisPlan{.name = "tensor"}}, megatron_sp);
+  if (rank() == 0)
+    std::printf("plan search on (%d, 2): budget %lld B per rank (Megatron-SP's), found %lld B, %zu parameters "
+                "re-laid; predicted %.0f us against %.0f us for the replicated start\n",
+                n / 2, static_cast<long long>(megatron_sp), static_cast<long long>(found.memory_bytes),
+                found.changed.size(), found.predicted_us, found.start_predicted_us);
+  return found;
+}
+
 // variant: a what-if plan of per_op::variant_plan for the tensor and 2d modes (the others skipped).
 void gpt_table(int64_t steps, GptCompile compiled, const std::string& variant) {
   const int n = world_size();
@@ -192,10 +232,18 @@ void gpt_table(int64_t steps, GptCompile compiled, const std::string& variant) {
                 static_cast<long long>(steps));
   std::mt19937_64 g(1);
   const examples::TextBatch b = examples::draw_batch(corpus, batch, c.context, g);
-  for (const std::string mode : {"data", "sequence", "tensor", "2d"}) {
-    if ((mode == "2d" && n % 2 != 0) || (!variant.empty() && mode != "tensor" && mode != "2d")) continue;
-    const nn::Plan plan = per_op::variant_plan(mode, variant);
-    examples::Gpt<float> model(c, {examples::gpt_placement(mode, n), 1000});
+  double megatron_sp = 0;  // 2d-sequence's textbook bytes, the searched plan's reference
+  for (const std::string mode : {"data", "sequence", "tensor", "2d", "2d-sequence", "2d searched plan"}) {
+    const bool two_d = mode.rfind("2d", 0) == 0, extra = mode == "2d-sequence" || mode == "2d searched plan";
+    if ((two_d && n % 2 != 0) || (!variant.empty() && mode != "tensor" && mode != "2d") || (extra && !compiled.rows))
+      continue;
+    std::optional<nn::SearchedPlan> searched_plan;
+    if (mode == "2d searched plan") {
+      searched_plan = searched_2d_plan(c, b, n);
+      if (compiled.explain && rank() == 0) std::fprintf(stderr, "%s\n", searched_plan->explanation.c_str());
+    }
+    const nn::Plan plan = searched_plan ? searched_plan->plan : per_op::variant_plan(mode, variant);
+    examples::Gpt<float> model(c, {examples::gpt_placement(two_d ? "2d" : mode, n), 1000});
     nn::parallelize(model, plan);
     const Placement& placement = model.tok.weight.placement();
     Adam<float> adam(model.parameters(), {});
@@ -207,7 +255,8 @@ void gpt_table(int64_t steps, GptCompile compiled, const std::string& variant) {
       backward(cross_entropy(model.forward<float>(tokens), targets));
       adam.step();
     };
-    const double minimum = gpt_minimum_bytes(mode, n, c, batch, params, split_params);
+    const double minimum = searched_plan ? megatron_sp : gpt_minimum_bytes(mode, n, c, batch, params, split_params);
+    if (mode == "2d-sequence") megatron_sp = minimum;
     auto row = [&](const std::string& name, std::pair<double, int64_t> figures) {
       const auto [median, bytes] = figures;
       if (rank() == 0)

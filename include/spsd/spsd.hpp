@@ -84,6 +84,7 @@
 #include "spsd/nn/transformer_block.hpp"
 #include "spsd/nn/plan.hpp"
 #include "spsd/nn/parallelize.hpp"
+#include "spsd/nn/plan_search.hpp"
 // Pipeline schedules as values: generators, the deadlock check, the cost model (issue 39).
 #include "spsd/pipeline/schedule.hpp"
 // Pipeline parallelism: stages of a model on their own placements, the runner.

@@ -123,6 +123,11 @@ std::vector<GlobalData> CompiledTapes::replay(Tape& tape, std::span<const std::s
   return outputs;
 }
 
+SearchReport CompiledTapes::search_parameters(std::span<const FreeParameter> parameters) {
+  SPSD_CHECK(last_ != nullptr, "search_plan", "the step has not been captured (call it once first)");
+  return search_layouts(*last_->tape, options_.memory_budget_bytes, options_.price_as, parameters);
+}
+
 std::string CompiledTapes::explain() const {
   return last_ ? last_->explanation : "compiled step: not called yet (nothing captured)\n";
 }

@@ -28,10 +28,13 @@ struct Use {
   size_t input;  // which of its inputs
 };
 
-// A to_global of a value (a fixed end): its cost depends on the layout the value comes in.
+// A to_global of a value (a fixed end): its cost depends on the layout the value comes in. A
+// free parameter's gradient is boxed to that parameter's layout, whichever the search chooses:
+// link names its node (-1: the layout is fixed).
 struct Sink {
   Placement to;
   NdSbp layout;
+  int link = -1;
 };
 
 struct ValueInfo {
@@ -46,13 +49,14 @@ struct ValueInfo {
   int kind = -1;                     // values of one shape, dtype and placement share their boxing costs
 };
 
-// An op (its candidates are its N-d signatures) or a to_global whose result nothing outside the
+// An op (its candidates are its N-d signatures), a to_global whose result nothing outside the
 // step sees (its candidates are layouts: which one the step boxes to is the search's to choose,
-// the value being the same logical tensor in any).
+// the value being the same logical tensor in any), or a free parameter (its candidates are the
+// layouts it may be given before the step; its gradient follows it).
 struct Node {
-  size_t entry;
-  const CapturedOp* op;  // null for a to_global
-  const CapturedBoxing* boxing = nullptr;
+  size_t entry;          // SIZE_MAX for a parameter
+  const CapturedOp* op;  // null for a to_global or a parameter
+  const CapturedBoxing* boxing = nullptr;  // a to_global's
   std::vector<int> inputs;
   int output;
   std::vector<size_t> candidates;  // indices into the resolution's candidates
@@ -62,8 +66,15 @@ struct Node {
   std::vector<int64_t> result_bytes;
   std::vector<int> out_layout;                // per candidate, the output's layout (id)
   std::vector<std::vector<int>> in_layouts;   // per candidate, each input's layout (id)
+  bool parameter = false;
+  int captured = -1;          // a parameter's layout at capture (id)
+  std::vector<int> linked;    // a parameter's: the values whose sinks follow its layout
   const NdSignature& sig(size_t c) const { return op->resolution().candidates[candidates[c]].signature; }
 };
+
+// A parameter, its gradient and its optimizer's two moments (Adam's) live as long as the model:
+// what a parameter's piece costs the memory budget, per byte of the piece.
+constexpr int64_t kParameterCopies = 4;
 
 // The layouts a value may be boxed to on this mesh: those its producer can make and those its
 // consumers can take, gathered as the nodes are built.
@@ -82,10 +93,13 @@ double flop_us(DeviceType device) { return device == DeviceType::kCUDA ? 1e-8 : 
 
 class Problem {
  public:
-  Problem(Tape& tape, double memory_weight, std::optional<DeviceType> price_as)
+  Problem(Tape& tape, double memory_weight, std::optional<DeviceType> price_as, std::span<const FreeParameter> free)
       : tape_(tape), memory_weight_(memory_weight), price_as_(price_as) {
-    build();
+    build(free);
   }
+  // The node of free parameter i, or -1 (the step does not read it).
+  int parameter_node(size_t i) const { return i < parameter_nodes_.size() ? parameter_nodes_[i] : -1; }
+  const NdSbp& layout(int id) const { return layouts_[static_cast<size_t>(id)]; }
 
   bool searchable() const { return why_not_.empty(); }
   const std::string& why_not() const { return why_not_; }
@@ -156,7 +170,12 @@ class Problem {
       lb += forced;
       for (size_t s = 0; s < info.sinks.size(); ++s) {
         double best = kForbidden;
-        for (int f : from) best = std::min(best, sink_edge(static_cast<int>(v), f, s));
+        const int link = info.sinks[s].link;
+        for (int f : from) {
+          if (link < 0) best = std::min(best, sink_edge(static_cast<int>(v), f, s));
+          else
+            for (int to : nodes_[static_cast<size_t>(link)].out_layout) best = std::min(best, edge(static_cast<int>(v), f, to));
+        }
         lb += best;
       }
     }
@@ -175,7 +194,8 @@ class Problem {
     std::unordered_map<int, int> renamed;               // a removed to_global's result: its input
     std::map<std::pair<int, int>, int> boxed;           // (value, layout): the value boxed there
     std::vector<int> node_at(old.size(), -1);
-    for (size_t n = 0; n < nodes_.size(); ++n) node_at[nodes_[n].entry] = static_cast<int>(n);
+    for (size_t n = 0; n < nodes_.size(); ++n)
+      if (!nodes_[n].parameter) node_at[nodes_[n].entry] = static_cast<int>(n);
     auto name = [&](int v) {
       const auto it = renamed.find(v);
       return it == renamed.end() ? v : it->second;
@@ -253,9 +273,30 @@ class Problem {
   }
 
  private:
-  void build() {
+  void build(std::span<const FreeParameter> free) {
     const std::vector<Tape::Entry>& entries = tape_.entries();
     values_.resize(tape_.values().size());
+    // Free parameters first: each the producer of its value (the piece bound at capture).
+    std::unordered_map<const AutogradMeta*, int> parameter_of;
+    for (const FreeParameter& f : free) {
+      int v = -1;
+      for (size_t i = 0; i < tape_.values().size() && v < 0; ++i)
+        if (tape_.values()[i].origin == Tape::Value::Origin::kExternal && tape_.values()[i].storage.get() == f.piece)
+          v = static_cast<int>(i);
+      parameter_nodes_.push_back(v < 0 ? -1 : static_cast<int>(nodes_.size()));
+      if (v < 0) continue;
+      parameter_of[f.meta] = static_cast<int>(nodes_.size());
+      values_[static_cast<size_t>(v)].producer = static_cast<int>(nodes_.size());
+      Node n{SIZE_MAX, nullptr, nullptr, {}, v, {}, 0, 0, {}, {}, {}, {}};
+      n.parameter = true;
+      nodes_.push_back(std::move(n));
+    }
+    auto note_captured = [&](int v, const NdSbp& layout) {  // a parameter's layout, at its first use
+      const int p = values_[static_cast<size_t>(v)].producer;
+      if (p >= 0 && nodes_[static_cast<size_t>(p)].parameter && nodes_[static_cast<size_t>(p)].captured < 0)
+        nodes_[static_cast<size_t>(p)].captured = intern(layout);
+    };
+    std::unordered_map<int, std::pair<int, size_t>> sink_of;  // a kept to_global's result: (input, sink)
     const int64_t world = world_size();
     auto spans_world = [&](const Placement& p) { return p.size() == world; };
     for (const Tape::Entry& e : entries)
@@ -279,6 +320,7 @@ class Problem {
           if (v < 0) return fail("an op's input has no piece on this rank");
           ValueInfo& info = values_[static_cast<size_t>(v)];
           if (info.producer < 0 && info.fixed < 0) info.fixed = intern(r.input_layouts[i]);
+          note_captured(v, r.input_layouts[i]);
           if (!info.meta) info.meta = &r.inputs[i], info.placement = &r.placement;
           info.uses.push_back({id, i});
         }
@@ -294,6 +336,7 @@ class Problem {
         if (e.inputs.empty() || e.inputs[0] < 0 || e.output < 0) return fail("a to_global has no piece on this rank");
         ValueInfo& in = values_[static_cast<size_t>(e.inputs[0])];
         if (in.producer < 0 && in.fixed < 0) in.fixed = intern(p.from.nd_sbp);
+        note_captured(e.inputs[0], p.from.nd_sbp);
         if (!in.meta) in.meta = &metas_.emplace_back(TensorMeta{p.shape, p.dtype}), in.placement = &p.from.placement;
         ValueInfo& out = values_[static_cast<size_t>(e.output)];
         out.meta = in.meta, out.placement = &p.to.placement;
@@ -305,9 +348,29 @@ class Problem {
           nodes_.push_back(Node{k, nullptr, boxing, e.inputs, e.output, {}, 0, 0, {}, {}, {}, {}});
           continue;
         }
+        sink_of[e.output] = {e.inputs[0], in.sinks.size()};
         in.sinks.push_back({p.to.placement, p.to.nd_sbp});
         in.sink_layouts.push_back(intern(p.to.nd_sbp));
         out.fixed = intern(p.to.nd_sbp);
+      }
+    }
+    // A free parameter's gradient: the to_global that makes it, or the op (then boxed as it
+    // would be), goes to the parameter's layout.
+    for (const Tape::Entry& e : entries) {
+      if (e.kind != Tape::Entry::Kind::kGradient || e.output < 0) continue;
+      const auto p = parameter_of.find(e.meta.get());
+      if (p == parameter_of.end()) continue;
+      Node& param = nodes_[static_cast<size_t>(p->second)];
+      if (const auto s = sink_of.find(e.output); s != sink_of.end()) {
+        ValueInfo& in = values_[static_cast<size_t>(s->second.first)];
+        if (!(in.sinks[s->second.second].to == *in.placement)) continue;  // another placement: stays as captured
+        in.sinks[s->second.second].link = p->second;
+        param.linked.push_back(s->second.first);
+      } else if (ValueInfo& g = values_[static_cast<size_t>(e.output)]; g.producer >= 0 && g.placement) {
+        g.keep = false;
+        g.sinks.push_back({*g.placement, NdSbp{}, p->second});
+        g.sink_layouts.push_back(-1);
+        param.linked.push_back(e.output);
       }
     }
     for (Node& n : nodes_) {
@@ -337,6 +400,10 @@ class Problem {
     // can come in, their consumers can take, and the one asked for (eager's choice).
     for (Node& n : nodes_) {
       if (n.op) continue;
+      if (n.parameter) {
+        parameter_candidates(n);
+        continue;
+      }
       LayoutSet options{intern(n.boxing->plan()->to.nd_sbp)};
       auto add = [&](int l) {
         if (std::find(options.begin(), options.end(), l) == options.end()) options.push_back(l);
@@ -357,6 +424,31 @@ class Problem {
     }
   }
 
+  // Its layout at capture first (eager's choice), then every S/B layout its consumers can take
+  // or its gradient comes in.
+  void parameter_candidates(Node& n) {
+    if (n.captured < 0) {  // never read by an op or a to_global: nothing to choose
+      n.captured = intern(NdSbp{});
+    }
+    LayoutSet options{n.captured};
+    auto add = [&](int l) {
+      if (!layouts_[static_cast<size_t>(l)].has_partial() && std::find(options.begin(), options.end(), l) == options.end())
+        options.push_back(l);
+    };
+    for (const Use& u : values_[static_cast<size_t>(n.output)].uses) {
+      const Node& m = nodes_[static_cast<size_t>(u.node)];
+      for (const std::vector<int>& ins : m.in_layouts) add(ins[u.input]);
+    }
+    for (int v : n.linked)
+      for (int l : layouts_of(v)) add(l);
+    for (int l : options) {
+      n.candidates.push_back(static_cast<size_t>(l));
+      n.out_layout.push_back(l);
+      n.in_layouts.push_back({});
+    }
+    fill_work(n);
+  }
+
   void fail(std::string why) { why_not_ = std::move(why); }
 
   // n and every node that shares a value with it.
@@ -368,9 +460,12 @@ class Problem {
       const ValueInfo& info = values_[static_cast<size_t>(v)];
       if (info.producer >= 0) dirty[static_cast<size_t>(info.producer)] = 1;
       for (const Use& u : info.uses) dirty[static_cast<size_t>(u.node)] = 1;
+      for (const Sink& s : info.sinks)
+        if (s.link >= 0) dirty[static_cast<size_t>(s.link)] = 1;
     };
     for (int v : node.inputs) around(v);
     around(node.output);
+    for (int v : node.linked) around(v);
   }
 
   int kind_of(int v) {
@@ -407,12 +502,14 @@ class Problem {
   }
 
   void fill_work(Node& n) {
-    if (!n.op) {  // a to_global: no work of its own; its boxing is its input's edge
+    if (!n.op) {  // a to_global or a parameter: no work of its own; its boxing is its input's edge
       const ValueInfo& out = values_[static_cast<size_t>(n.output)];
       n.work.assign(n.candidates.size(), 0);
       n.result_bytes.assign(n.candidates.size(), 0);
+      if (!out.meta) return;  // a parameter nothing reads
       for (size_t c = 0; c < n.candidates.size(); ++c) {
-        n.result_bytes[c] = piece_bytes(*out.meta, out.placement->mesh(), layouts_[static_cast<size_t>(n.out_layout[c])]);
+        n.result_bytes[c] = (n.parameter ? kParameterCopies : 1) *
+                            piece_bytes(*out.meta, out.placement->mesh(), layouts_[static_cast<size_t>(n.out_layout[c])]);
         n.work[c] = memory_weight_ * static_cast<double>(n.result_bytes[c]);
       }
       return;
@@ -488,7 +585,11 @@ class Problem {
       if (n_seen < 8) seen[n_seen++] = need;
       t += edge(v, from, need);
     }
-    for (size_t s = 0; s < info.sinks.size(); ++s) t += sink_edge(v, from, s);
+    for (size_t s = 0; s < info.sinks.size(); ++s) {
+      const int link = info.sinks[s].link;
+      if (link < 0) t += sink_edge(v, from, s);
+      else t += edge(v, from, nodes_[static_cast<size_t>(link)].out_layout[nodes_[static_cast<size_t>(link)].choice]);
+    }
     return t;
   }
   // The part of the objective that depends on the choices of the nodes in group: their work
@@ -507,6 +608,7 @@ class Problem {
       t += n.work[n.choice];
       for (int v : n.inputs) touch(v);
       touch(n.output);
+      for (int v : n.linked) touch(v);
     }
     return t;
   }
@@ -586,6 +688,7 @@ class Problem {
   std::deque<TensorMeta> metas_;  // of to_global inputs no op names
   std::unordered_map<uint64_t, double> edges_;  // by (kind, from, need)
   std::unordered_map<std::string, int> kinds_;
+  std::vector<int> parameter_nodes_;  // per free parameter given, its node (-1: not read)
   std::string why_not_;
 };
 
@@ -619,11 +722,12 @@ std::string SearchReport::to_string() const {
                 priced_as.empty() ? std::string() : concat("; priced as ", priced_as), "\n");
 }
 
-SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes, std::optional<DeviceType> price_as) {
+SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes, std::optional<DeviceType> price_as,
+                            std::span<const FreeParameter> free_parameters) {
   SearchReport report;
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = thread_seconds();
-  Problem problem(tape, 0, price_as);
+  Problem problem(tape, 0, price_as, free_parameters);
   if (price_as) report.priced_as = std::string(to_string(*price_as));
   if (!agreed(problem.searchable())) {
     report.why_not = problem.searchable() ? "another rank's step has an op outside the whole world" : problem.why_not();
@@ -665,6 +769,16 @@ SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes, std::option
   report.eager_result_bytes = static_cast<int64_t>(figures[4]), report.result_bytes = static_cast<int64_t>(figures[5]);
   report.cpu_seconds = figures[6];
   report.memory_budget_bytes = memory_budget_bytes;
+  if (!free_parameters.empty()) {
+    // A plan for parameters re-laid before another capture: the tape stays as captured.
+    for (size_t i = 0; i < free_parameters.size(); ++i) {
+      const int n = problem.parameter_node(i);
+      report.parameter_layouts.push_back(n < 0 ? NdSbp{} : problem.layout(nodes[static_cast<size_t>(n)].out_layout[nodes[static_cast<size_t>(n)].choice]));
+    }
+    for (const Node& n : nodes) report.changed += n.choice != n.eager;
+    report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return report;
+  }
   report.changed = problem.apply();
   report.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   return report;

@@ -16,10 +16,10 @@ const examples::Corpus& compile_corpus() {
 
 template <class C>
 CompiledRun gpt_compiled_run(const std::string& mode, const std::vector<int64_t>& ranks, int steps, bool compiled,
-                             spsd::CompileOptions options, GptSize size) {
+                             spsd::CompileOptions options, GptSize size, const std::optional<spsd::nn::Plan>& given) {
   using namespace spsd;
   const examples::Corpus& text = compile_corpus();
-  const nn::Plan plan = examples::gpt_plan(mode);
+  const nn::Plan plan = given ? *given : examples::gpt_plan(mode);
   const Placement placement = examples::gpt_placement(mode, ranks, "cpu");
   const NdSbp tokens = nn::input_layout(plan);
   const examples::GptConfig config{text.vocab_size(), size.context, size.dim, /*heads=*/4, /*layers=*/1,
@@ -56,8 +56,33 @@ CompiledRun gpt_compiled_run(const std::string& mode, const std::vector<int64_t>
 }
 
 template CompiledRun gpt_compiled_run<float>(const std::string&, const std::vector<int64_t>&, int, bool,
-                                             spsd::CompileOptions, GptSize);
+                                             spsd::CompileOptions, GptSize, const std::optional<spsd::nn::Plan>&);
 template CompiledRun gpt_compiled_run<spsd::bfloat16>(const std::string&, const std::vector<int64_t>&, int, bool,
-                                                      spsd::CompileOptions, GptSize);
+                                                      spsd::CompileOptions, GptSize, const std::optional<spsd::nn::Plan>&);
+
+spsd::nn::SearchedPlan search_gpt_plan(const std::string& mode, const std::vector<int64_t>& ranks,
+                                       const spsd::nn::Plan& plan, const spsd::nn::PlanSearchOptions& options,
+                                       GptSize size) {
+  using namespace spsd;
+  const examples::Corpus& text = compile_corpus();
+  const Placement placement = examples::gpt_placement(mode, ranks, "cpu");
+  const examples::GptConfig config{text.vocab_size(), size.context, size.dim, /*heads=*/4, /*layers=*/1,
+                                   /*dropout=*/0, /*tied=*/false};
+  examples::Gpt<float> model(config, {placement, 5000});
+  nn::parallelize(model, plan);
+  Adam<float> optimizer(model.parameters(), {.lr = 1e-2});
+  std::mt19937_64 batches(11);
+  const examples::TextBatch b = examples::draw_batch(text, size.batch, config.context, batches);
+  const NdSbp tokens = nn::input_layout(plan);
+  const GlobalTensor<int64_t> x = from_host(b.inputs, placement, tokens), y = from_host(b.targets, placement, tokens);
+  return nn::search_plan(
+      model, plan,
+      [&](const GlobalTensor<int64_t>& xs, const GlobalTensor<int64_t>& ys) {
+        optimizer.zero_grad();
+        backward(cross_entropy(model.forward<float>(xs), ys));
+        optimizer.step();
+      },
+      options, x, y);
+}
 
 }  // namespace spsd_test

@@ -3,6 +3,7 @@
 // character GPT of examples/08 (one block, 4 heads, dropout 0; dim 16, context 8 unless given) trained a few
 // Adam steps in each mode, eager and compiled, from the same initial parameters on the same
 // batches.
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -23,9 +24,16 @@ struct GptSize {
 };
 
 // Trains in mode ("data", "tensor", "2d", "sequence") on ranks; C: the compute type (float or
-// bfloat16, float masters). compiled: through spsd::compile with options. Collective over the world.
+// bfloat16, float masters). compiled: through spsd::compile with options. plan: instead of the
+// mode's (on the mode's placement). Collective over the world.
 template <class C>
 CompiledRun gpt_compiled_run(const std::string& mode, const std::vector<int64_t>& ranks, int steps, bool compiled,
-                             spsd::CompileOptions options = {}, GptSize size = {});
+                             spsd::CompileOptions options = {}, GptSize size = {},
+                             const std::optional<spsd::nn::Plan>& plan = std::nullopt);
+
+// nn::search_plan on that GPT in plan on mode's placement, one step captured. Collective.
+spsd::nn::SearchedPlan search_gpt_plan(const std::string& mode, const std::vector<int64_t>& ranks,
+                                       const spsd::nn::Plan& plan, const spsd::nn::PlanSearchOptions& options,
+                                       GptSize size = {});
 
 }  // namespace spsd_test

@@ -265,3 +265,32 @@ TEST_CASE("compile: a search priced as on GPUs keeps its guarantees on that mode
     CHECK(busiest == static_cast<int64_t>(number_after(e, "bytes sent per step, busiest rank: ")));
   }
 }
+
+// nn::search_plan on a (2, 2) mesh from data parallelism with every parameter replicated on the
+// tensor axis: under a budget that the replicated parameters alone (four copies each) exceed,
+// it splits parameters, says so, and the plan it returns trains as the start plan does.
+TEST_CASE("search_plan: under a budget the parameters' layouts are chosen and the plan trains alike", "[compile]") {
+  const spsd_test::GptSize size{64, 32, 8};
+  const nn::Plan start{nn::data_parallel(), nn::AxisPlan{.name = "tensor"}};
+  std::vector<nn::SearchedPlan> free(4), budgeted(4);
+  simulate(4, [&] { free[rank()] = spsd_test::search_gpt_plan("2d", first(4), start, {}, size); });
+  const double unbudgeted = number_after(free[0].explanation, " %); results ");
+  REQUIRE(unbudgeted > 0);
+  const auto budget = static_cast<int64_t>(unbudgeted * 0.8);
+  simulate(4, [&] {
+    budgeted[rank()] = spsd_test::search_gpt_plan("2d", first(4), start, {.memory_budget_bytes = budget}, size);
+  });
+  const nn::SearchedPlan& found = budgeted[0];
+  INFO("budget " << budget << "\nunbudgeted:\n" << free[0].explanation << "\nbudgeted:\n" << found.explanation);
+  CHECK(found.explanation.find("memory budget " + std::to_string(budget) + " B met") != std::string::npos);
+  CHECK(!found.changed.empty());
+  for (int r = 1; r < 4; ++r) CHECK(budgeted[r].changed == found.changed);  // one plan, every rank
+  std::vector<spsd_test::CompiledRun> reference(4), trained(4);
+  simulate(4, [&] {
+    reference[rank()] = spsd_test::gpt_compiled_run<float>("2d", first(4), 3, false, {}, size, start);
+    trained[rank()] = spsd_test::gpt_compiled_run<float>("2d", first(4), 3, true, {}, size, found.plan);
+  });
+  for (int r = 0; r < 4; ++r)
+    for (size_t s = 0; s < reference[r].losses.size(); ++s)
+      CHECK(trained[r].losses[s] == Approx(reference[r].losses[s]).epsilon(1e-4));
+}

@@ -35,6 +35,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "spsd/compile/layout_search.hpp"
 #include "spsd/compile/step_outputs.hpp"
 #include "spsd/compile/tape.hpp"
 #include "spsd/runtime/consistency.hpp"
@@ -68,6 +69,8 @@ class CompiledTapes {
   std::vector<GlobalData> replay(Tape& tape, std::span<const std::shared_ptr<Storage>> arguments);
   std::string explain() const;
   size_t captures() const { return tapes_.size(); }
+  // The search over the last tape used with these parameters free (compile/layout_search.hpp).
+  SearchReport search_parameters(std::span<const FreeParameter> parameters);
   const CompileOptions& options() const { return options_; }
 
  private:
@@ -138,6 +141,12 @@ class CompiledStep {
   std::string explain() const { return tapes_.explain(); }
   // How many keys were captured.
   size_t captures() const { return tapes_.captures(); }
+  // nn::search_plan's: the layout search over the last tape used, with these parameters' layouts
+  // chosen too (with the options' budget and pricing); the tape is left as it is. An Error before
+  // any capture. Collective.
+  detail::SearchReport search_parameters(std::span<const detail::FreeParameter> parameters) {
+    return tapes_.search_parameters(parameters);
+  }
 
  private:
   F step_;

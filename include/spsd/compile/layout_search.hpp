@@ -20,7 +20,9 @@
 // the same graph); rank 0 searches and the others take its choices.
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string>
+#include <vector>
 
 #include "spsd/compile/tape.hpp"
 
@@ -35,14 +37,26 @@ struct SearchReport {
   int64_t result_bytes = 0, eager_result_bytes = 0;       // per rank, the bytes of all results
   int64_t memory_budget_bytes = 0;                         // asked for (0: none)
   std::string priced_as;   // the device whose cost model priced the search, when not the placements'
+  std::vector<NdSbp> parameter_layouts;  // per free parameter: the layout chosen (empty: the step reads none)
   double seconds = 0;      // wall time of the whole search, with the rewrite and the broadcast
   double cpu_seconds = 0;  // rank 0's thread CPU time searching (what other threads on its core leave out)
   std::string to_string() const;
 };
 
+// A parameter whose layout the search chooses too (nn::search_plan): its piece on this rank (how
+// the tape knows it) and its autograd record (whose gradient the step sets, then boxed to the
+// layout chosen). Its memory counts kParameterCopies times (it, its gradient, Adam's moments).
+struct FreeParameter {
+  const Storage* piece;
+  const AutogradMeta* meta;
+};
+
 // Searches and rewrites tape's steps with the chosen signatures (and re-plans their boxing).
 // price_as: price work and boxing with that device's cost model instead of the placements' own.
-// Collective over the world (rank 0 searches).
-SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes, std::optional<DeviceType> price_as = std::nullopt);
+// With free parameters, their layouts are chosen too and reported, and the tape is left as
+// captured (a plan for parameters re-laid before another capture). Collective over the world
+// (rank 0 searches).
+SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes, std::optional<DeviceType> price_as = std::nullopt,
+                            std::span<const FreeParameter> free_parameters = {});
 
 }  // namespace spsd::detail
