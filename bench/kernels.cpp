@@ -1,7 +1,10 @@
 // bench/kernels: throughput of the local CPU kernels on one core, with a baseline from the
 // same run for each: memcpy for the bandwidth-bound kernels (add, relu, sum, softmax, permute
 // read and write each element about once, as memcpy does), and a naive triple loop for GEMM
-// (what a kernel without BLAS would do; OpenBLAS is what spsd calls).
+// (what a kernel without BLAS would do; OpenBLAS is what spsd calls). One more table compares
+// a linear layer's weight gradient x^T g as one GEMM over the batch's rows
+// (matmul_batch_summed's kernel) against one GEMM per batch element and a sum over the batch,
+// in the same run.
 //
 //   build/bench/kernels [--n ELEMENTS] [--gemm M]
 //
@@ -136,5 +139,24 @@ int main(int argc, char** argv) {
   std::printf("| spsd matmul (OpenBLAS sgemm) | %.2f | %.1f |\n", blas_s * 1e3, flops / blas_s * 1e-9);
   std::printf("| spsd matmul bfloat16 (widen, sgemm, narrow) | %.2f | %.1f |\n", bf16_s * 1e3, flops / bf16_s * 1e-9);
   std::printf("| naive i-k-j loop | %.2f | %.1f |\n", naive_s * 1e3, flops / naive_s * 1e-9);
+
+  // A linear layer's weight gradient x^T g for x (16, 64, k), g (16, 64, n): the GPT's shapes.
+  std::printf("\n| x^T g, x (16, 64, k), g (16, 64, n) | batched + sum ms | one GEMM ms | ratio |\n|---|---|---|---|\n");
+  for (const auto [k, nn] : {std::pair<int64_t, int64_t>{128, 128}, {128, 512}, {512, 128}, {128, 96}}) {
+    std::vector<float> xs(16 * 64 * k), gs(16 * 64 * nn), per(16 * k * nn), dw(k * nn);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = a[i % n];
+    for (size_t i = 0; i < gs.size(); ++i) gs[i] = b[i % n];
+    const int64_t batch_axis[] = {0};
+    const double batched = seconds_per_call([&] {
+      cpu::matmul<float>(xs.data(), Shape{16, 64, k}, gs.data(), Shape{16, 64, nn}, per.data(), Shape{16, k, nn}, true,
+                         false);
+      cpu::reduce<float>(ReduceOp::kSum, per.data(), Shape{16, k, nn}, batch_axis, dw.data());
+    }, reps);
+    const double one = seconds_per_call([&] {
+      cpu::matmul<float>(xs.data(), Shape{1024, k}, gs.data(), Shape{1024, nn}, dw.data(), Shape{k, nn}, true, false);
+    }, reps);
+    std::printf("| k %lld, n %lld | %.3f | %.3f | %.2f |\n", static_cast<long long>(k), static_cast<long long>(nn),
+                batched * 1e3, one * 1e3, batched / one);
+  }
   return 0;
 }
