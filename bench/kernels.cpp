@@ -1,7 +1,11 @@
 // bench/kernels: throughput of the local CPU kernels on one core, with a baseline from the
 // same run for each: memcpy for the bandwidth-bound kernels (add, relu, sum, softmax, permute
 // read and write each element about once, as memcpy does), and a naive triple loop for GEMM
-// (what a kernel without BLAS would do; OpenBLAS is what spsd calls).
+// (what a kernel without BLAS would do; OpenBLAS is what spsd calls). Two more tables compare
+// each new form with the one it replaced, in the same run: the element-wise math loops in
+// their AVX2 copy against their x86-64 baseline copy (kernel/cpu/isa.hpp), and a linear
+// layer's weight gradient x^T g as one GEMM over the batch's rows (matmul_batch_summed's
+// kernel) against one GEMM per batch element and a sum over the batch.
 //
 //   build/bench/kernels [--n ELEMENTS] [--gemm M]
 //
@@ -15,10 +19,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <vector>
 
 #include "spsd/kernel/cpu/elementwise.hpp"
 #include "spsd/kernel/cpu/gemm.hpp"
+#include "spsd/kernel/cpu/isa.hpp"
 #include "spsd/kernel/cpu/permute.hpp"
 #include "spsd/kernel/cpu/reduce.hpp"
 #include "spsd/kernel/cpu/softmax.hpp"
@@ -136,5 +142,47 @@ int main(int argc, char** argv) {
   std::printf("| spsd matmul (OpenBLAS sgemm) | %.2f | %.1f |\n", blas_s * 1e3, flops / blas_s * 1e-9);
   std::printf("| spsd matmul bfloat16 (widen, sgemm, narrow) | %.2f | %.1f |\n", bf16_s * 1e3, flops / bf16_s * 1e-9);
   std::printf("| naive i-k-j loop | %.2f | %.1f |\n", naive_s * 1e3, flops / naive_s * 1e-9);
+
+  // The dispatched loops in each copy: the CPU's (AVX2 where it has it) against the baseline.
+  const cpu::Isa best = cpu::isa();
+  std::printf("\n| %lld floats | baseline us | %s us | baseline / %s |\n|---|---|---|---|\n",
+              static_cast<long long>(n), best == cpu::Isa::kAvx2 ? "avx2" : "baseline",
+              best == cpu::Isa::kAvx2 ? "avx2" : "baseline");
+  auto isa_row = [&](const char* what, const std::function<void()>& call) {
+    cpu::set_isa(cpu::Isa::kBaseline);
+    const double base = seconds_per_call(call, reps);
+    cpu::set_isa(best);
+    const double fast = seconds_per_call(call, reps);
+    std::printf("| %-28s | %8.1f | %8.1f | %5.2f |\n", what, base * 1e6, fast * 1e6, base / fast);
+  };
+  using U = cpu::UnaryOp;
+  for (const U op : {U::kGelu, U::kErf, U::kTanh, U::kExp, U::kSilu}) {
+    const std::string name(cpu::to_string(op));
+    isa_row(name.c_str(), [&] { cpu::unary<float>(op, a.data(), out.data(), n); });
+    isa_row((name + " gradient").c_str(), [&] { cpu::unary_grad<float>(op, a.data(), b.data(), out.data(), n); });
+  }
+  const Shape rows512{n / 512, 512};
+  isa_row("softmax, rows of 512", [&] { cpu::softmax<float>(a.data(), rows512, 1, out.data(), false); });
+  isa_row("softmax backward, rows of 512",
+          [&] { cpu::softmax_backward<float>(a.data(), b.data(), rows512, 1, out.data(), false); });
+
+  // A linear layer's weight gradient x^T g for x (16, 64, k), g (16, 64, n): the GPT's shapes.
+  std::printf("\n| x^T g, x (16, 64, k), g (16, 64, n) | batched + sum ms | one GEMM ms | ratio |\n|---|---|---|---|\n");
+  for (const auto [k, nn] : {std::pair<int64_t, int64_t>{128, 128}, {128, 512}, {512, 128}, {128, 96}}) {
+    std::vector<float> xs(16 * 64 * k), gs(16 * 64 * nn), per(16 * k * nn), dw(k * nn);
+    for (size_t i = 0; i < xs.size(); ++i) xs[i] = a[i % n];
+    for (size_t i = 0; i < gs.size(); ++i) gs[i] = b[i % n];
+    const int64_t batch_axis[] = {0};
+    const double batched = seconds_per_call([&] {
+      cpu::matmul<float>(xs.data(), Shape{16, 64, k}, gs.data(), Shape{16, 64, nn}, per.data(), Shape{16, k, nn}, true,
+                         false);
+      cpu::reduce<float>(ReduceOp::kSum, per.data(), Shape{16, k, nn}, batch_axis, dw.data());
+    }, reps);
+    const double one = seconds_per_call([&] {
+      cpu::matmul<float>(xs.data(), Shape{1024, k}, gs.data(), Shape{1024, nn}, dw.data(), Shape{k, nn}, true, false);
+    }, reps);
+    std::printf("| k %lld, n %lld | %.3f | %.3f | %.2f |\n", static_cast<long long>(k), static_cast<long long>(nn),
+                batched * 1e3, one * 1e3, batched / one);
+  }
   return 0;
 }

@@ -124,7 +124,12 @@ void define_matmul_reduce_softmax_rules(RuleTable& rules) {
     if (a.wants(0))
       a.set(0, sum_to(ta ? matmul_transposed(a.x(1), a.g(), tb, true) : matmul_transposed(a.g(), a.x(1), false, !tb),
                       a.shape(0)));
-    if (a.wants(1))
+    // A 2-d b (a weight) and a batched, untransposed a: db = sum over the batch of x^T g (g^T x
+    // for b^T), one op whose kernel runs one GEMM over all rows of the piece, where x^T g per
+    // batch element and sum_to ran one GEMM per element and a sum. Same table, same layouts.
+    if (a.wants(1) && !ta && a.shape(1).ndim() == 2 && a.shape(0).ndim() >= 3)
+      a.set(1, tb ? matmul_batch_summed(a.g(), a.x(0)) : matmul_batch_summed(a.x(0), a.g()));
+    else if (a.wants(1))
       a.set(1, sum_to(tb ? matmul_transposed(a.g(), a.x(0), true, ta) : matmul_transposed(a.x(0), a.g(), !ta, false),
                       a.shape(1)));
   });

@@ -1,6 +1,9 @@
 // The backward-only forms under simulated ranks, against what they replace, written out here:
 //   matmul with transpose flags (detail::matmul_transposed) vs matmul of transpose(...), every
 //   pair of input layouts on 2 ranks;
+//   a 2-d weight's gradient summed over the batch (detail::matmul_batch_summed) vs the sum of
+//   the batched a^T b it replaces: values, result layout and bytes sent, every pair of layouts
+//   on 2 ranks and a sample on 2x2, plus the gradients of x @ W and x @ W^T through backward;
 //   the fused softmax / log_softmax / cross_entropy backward vs the composed formulas, with the
 //   input rows split (S(0): the fused kernels), whole (B) and the softmax axis split (S(1): the
 //   rules fall back to the composed formulas), float and double.
@@ -72,6 +75,65 @@ TEST_CASE("matmul with transpose flags equals matmul of the transposed operands 
   });
   INFO(failures.report());
   CHECK(failures.empty());
+}
+
+TEST_CASE("a weight's gradient summed over the batch equals the batched a^T b summed, layout and bytes too",
+          "[autograd]") {
+  // (a, b) shapes: a (..., r, k), b (..., r, n), the same batch axes.
+  const std::vector<std::pair<Shape, Shape>> cases = {{{4, 6, 3}, {4, 6, 2}}, {{2, 3, 4, 3}, {2, 3, 4, 5}}};
+  int64_t checked = 0;
+  for (const Shape& mesh : {Shape{2}, Shape{2, 2}}) {
+    Failures failures = spsd_test::on_simulated_ranks(static_cast<int>(mesh.numel()), [&](Failures& f) {
+      const Placement p = spsd_test::mesh_placement(mesh);
+      for (const auto& [sa, sb] : cases) {
+        const Tensor<double> ha = normal_values<double>(sa, 5), hb = normal_values<double>(sb, 6);
+        std::vector<int64_t> batch_axes(sa.ndim() - 2);
+        for (size_t i = 0; i < batch_axes.size(); ++i) batch_axes[i] = static_cast<int64_t>(i);
+        const std::vector<NdSbp> la = spsd_test::all_nd_sbps(mesh.ndim(), sa.ndim()),
+                                 lb = spsd_test::all_nd_sbps(mesh.ndim(), sb.ndim());
+        // Every pair on 2 ranks; every 23rd on 2x2 (a stride prime to the options' count).
+        const size_t stride = mesh.ndim() == 1 ? 1 : 23;
+        for (size_t k = 0; k < la.size() * lb.size(); k += stride) {
+          const NdSbp &da = la[k / lb.size()], &db = lb[k % lb.size()];
+          const auto a = spsd_test::build_layout(ha, {p, da}), b = spsd_test::build_layout(hb, {p, db});
+          reset_comm_stats();
+          const auto want = sum(detail::matmul_transposed(a, b, true, false), batch_axes);
+          const CommStats want_sent = comm_stats();
+          reset_comm_stats();
+          const auto got = detail::matmul_batch_summed(a, b);
+          const CommStats got_sent = comm_stats();
+          const std::string what = "a " + sa.to_string() + " " + da.to_string() + ", b " + sb.to_string() + " " +
+                                   db.to_string() + " on " + mesh.to_string();
+          if (!(got.nd_sbp() == want.nd_sbp()))
+            f.add(what + ": layout " + got.nd_sbp().to_string() + ", the composition gives " + want.nd_sbp().to_string());
+          if (got_sent.bytes_sent != want_sent.bytes_sent)
+            f.add(what + ": sent " + got_sent.to_string() + ", the composition " + want_sent.to_string());
+          compare(f, what, got.full().to_vector(), want.full().to_vector());
+          if (rank() == 0) ++checked;
+        }
+      }
+      // Through backward: x @ W and x @ W^T (W stored (n, k)) against the same products with the
+      // batch flattened into rows by hand (reshape: 2-d, so the rule takes the plain path).
+      for (const NdSbp& dx : spsd_test::all_nd_sbps(mesh.ndim(), 3)) {
+        for (const bool tw : {false, true}) {
+          const Tensor<double> hx = normal_values<double>({4, 6, 3}, 7);
+          const Tensor<double> hw = normal_values<double>(tw ? Shape{2, 3} : Shape{3, 2}, 8);
+          const Tensor<double> hr = normal_values<double>({4, 6, 2}, 9);
+          const auto r = from_host(hr, p, NdSbp(std::vector<Sbp>(mesh.ndim(), sbp::broadcast)));
+          auto x = spsd_test::build_layout(hx, {p, dx});
+          auto w = from_host(hw, p, NdSbp(std::vector<Sbp>(mesh.ndim(), sbp::broadcast))).requires_grad_();
+          backward(sum(detail::matmul_transposed(x, w, false, tw) * r));
+          auto w2 = from_host(hw, p, NdSbp(std::vector<Sbp>(mesh.ndim(), sbp::broadcast))).requires_grad_();
+          backward(sum(detail::matmul_transposed(reshape(x, {24, 3}), w2, false, tw) * reshape(r, {24, 2})));
+          compare(f, "dW of x " + dx.to_string() + (tw ? " @ W^T" : " @ W") + " on " + mesh.to_string(),
+                  w.grad().full().to_vector(), w2.grad().full().to_vector());
+        }
+      }
+    });
+    INFO(failures.report());
+    CHECK(failures.empty());
+  }
+  CHECK(checked > 100);
 }
 
 namespace {

@@ -1,10 +1,13 @@
 // kernel/cpu/vector_math.hpp: exp, erf and tanh of float against <cmath>'s in double, in ulps of
 // the float result, over a sweep of every 257th float bit pattern (all signs, exponents and
 // subnormals, 16.7 million values), at the special values, and through the vectorized kernels
-// (kernel::cpu::unary and unary_grad) that call them. The bounds are those docs/operators.md
-// states.
+// (kernel::cpu::unary and unary_grad) that call them, in both copies of their loops (the
+// x86-64 baseline and AVX2, kernel/cpu/isa.hpp), which must agree bit for bit. The bounds are
+// those docs/operators.md states.
 #include <catch2/catch.hpp>
 #include <spsd/kernel/cpu/elementwise.hpp>
+#include <spsd/kernel/cpu/isa.hpp>
+#include <spsd/kernel/cpu/softmax.hpp>
 #include <spsd/kernel/cpu/vector_math.hpp>
 
 #include <bit>
@@ -44,6 +47,21 @@ const Fn kFns[] = {
     {"tanh", kc::tanh_float, [](double x) { return std::tanh(x); }, 2, kc::UnaryOp::kTanh},
 };
 
+// The instruction sets this CPU runs the dispatched loops with (the baseline at least).
+std::vector<kc::Isa> isas() {
+  std::vector<kc::Isa> v = {kc::Isa::kBaseline};
+  if (kc::isa_supported(kc::Isa::kAvx2)) v.push_back(kc::Isa::kAvx2);
+  return v;
+}
+const char* isa_name(kc::Isa isa) { return isa == kc::Isa::kAvx2 ? "avx2" : "baseline"; }
+
+// Sets the dispatched loops' instruction set for a scope, then restores the one before.
+struct IsaScope {
+  kc::Isa before = kc::isa();
+  explicit IsaScope(kc::Isa isa) { kc::set_isa(isa); }
+  ~IsaScope() { kc::set_isa(before); }
+};
+
 std::vector<float> sweep() {
   std::vector<float> x;
   for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 257) x.push_back(std::bit_cast<float>(uint32_t(bits)));
@@ -55,23 +73,25 @@ std::vector<float> sweep() {
 TEST_CASE("vector_math: exp, erf and tanh of float within their ulp bounds over the whole range", "[kernels]") {
   const std::vector<float> x = sweep();
   std::vector<float> out(x.size());
-  for (const Fn& f : kFns) {
-    INFO(f.name);
-    // Through the kernel: the vectorized loop of kernel::cpu::unary.
-    kc::unary<float>(f.op, x.data(), out.data(), static_cast<int64_t>(x.size()));
-    double worst = 0;
-    float at = 0;
-    for (size_t i = 0; i < x.size(); ++i) {
-      const double e = ulps(out[i], f.exact(x[i]));
-      if (e > worst) worst = e, at = x[i];
+  for (const kc::Isa isa : isas())
+    for (const Fn& f : kFns) {
+      INFO(f.name << ", " << isa_name(isa) << " loops");
+      // Through the kernel: the vectorized loop of kernel::cpu::unary.
+      const IsaScope scope(isa);
+      kc::unary<float>(f.op, x.data(), out.data(), static_cast<int64_t>(x.size()));
+      double worst = 0;
+      float at = 0;
+      for (size_t i = 0; i < x.size(); ++i) {
+        const double e = ulps(out[i], f.exact(x[i]));
+        if (e > worst) worst = e, at = x[i];
+      }
+      INFO("worst " << worst << " ulp at x = " << at);
+      CHECK(worst <= f.max_ulps);
+      // The scalar form (a call, not vectorized) gives the same bits.
+      size_t differ = 0;
+      for (size_t i = 0; i < x.size(); i += 7) differ += std::bit_cast<uint32_t>(f.fast(x[i])) != std::bit_cast<uint32_t>(out[i]);
+      CHECK(differ == 0);
     }
-    INFO("worst " << worst << " ulp at x = " << at);
-    CHECK(worst <= f.max_ulps);
-    // The scalar form (a call, not vectorized) gives the same bits.
-    size_t differ = 0;
-    for (size_t i = 0; i < x.size(); i += 7) differ += std::bit_cast<uint32_t>(f.fast(x[i])) != std::bit_cast<uint32_t>(out[i]);
-    CHECK(differ == 0);
-  }
 }
 
 TEST_CASE("vector_math: special values are as <cmath>'s", "[kernels]") {
@@ -123,16 +143,81 @@ TEST_CASE("vector_math: gelu, silu and their gradients through the kernels withi
       {kc::UnaryOp::kGeluTanh, false,
        [](double v) { return 0.5 * v * (1 + std::tanh(std::sqrt(2 / std::numbers::pi) * (v + 0.044715 * v * v * v))); }},
   };
-  for (const Case& c : cases) {
-    INFO(kc::to_string(c.op) << (c.grad ? " gradient" : ""));
-    if (c.grad) kc::unary_grad<float>(c.op, x.data(), ones.data(), out.data(), n);
-    else kc::unary<float>(c.op, x.data(), out.data(), n);
-    double worst = 0;
-    for (int64_t i = 0; i < n; ++i) {
-      const double want = c.ref(x[i]);
-      worst = std::max(worst, std::fabs(out[i] - want) / (1 + std::fabs(want)));
+  for (const kc::Isa isa : isas())
+    for (const Case& c : cases) {
+      INFO(kc::to_string(c.op) << (c.grad ? " gradient" : "") << ", " << isa_name(isa) << " loops");
+      const IsaScope scope(isa);
+      if (c.grad) kc::unary_grad<float>(c.op, x.data(), ones.data(), out.data(), n);
+      else kc::unary<float>(c.op, x.data(), out.data(), n);
+      double worst = 0;
+      for (int64_t i = 0; i < n; ++i) {
+        const double want = c.ref(x[i]);
+        worst = std::max(worst, std::fabs(out[i] - want) / (1 + std::fabs(want)));
+      }
+      INFO("worst error " << worst);
+      CHECK(worst <= 1e-6);
     }
-    INFO("worst error " << worst);
-    CHECK(worst <= 1e-6);
+}
+
+namespace {
+
+// Runs f once per instruction set and returns each run's output bits.
+template <class F>
+std::vector<std::vector<uint32_t>> bits_per_isa(size_t n, F f) {
+  std::vector<std::vector<uint32_t>> runs;
+  for (const kc::Isa isa : isas()) {
+    const IsaScope scope(isa);
+    std::vector<float> out(n);
+    f(out.data());
+    runs.emplace_back(n);
+    for (size_t i = 0; i < n; ++i) runs.back()[i] = std::bit_cast<uint32_t>(out[i]);
   }
+  return runs;
+}
+
+}  // namespace
+
+TEST_CASE("vector_math: the AVX2 copies of the dispatched loops give the baseline's bits", "[kernels]") {
+  if (!kc::isa_supported(kc::Isa::kAvx2)) WARN("no AVX2 on this CPU: only the baseline copy runs");
+  CHECK(kc::isa() == (kc::isa_supported(kc::Isa::kAvx2) ? kc::Isa::kAvx2 : kc::Isa::kBaseline));
+  // Every 4099th float pattern (NaN, inf, subnormals included) and a dense grid of [-12, 12].
+  std::vector<float> x;
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4099) x.push_back(std::bit_cast<float>(uint32_t(bits)));
+  for (int i = -12000; i <= 12000; ++i) x.push_back(static_cast<float>(i) * 1e-3f);
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> g(x.size());
+  for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i % 13) * 0.25f - 1.5f;
+  auto same = [](const std::vector<std::vector<uint32_t>>& runs) {
+    for (size_t r = 1; r < runs.size(); ++r)
+      for (size_t i = 0; i < runs[0].size(); ++i)
+        if (runs[r][i] != runs[0][i]) return false;
+    return true;
+  };
+  using U = kc::UnaryOp;
+  for (const U op : {U::kNeg, U::kRelu, U::kGelu, U::kGeluTanh, U::kErf, U::kSilu, U::kRsqrt, U::kExp, U::kLog, U::kTanh,
+                     U::kSigmoid, U::kSqrt, U::kAbs}) {
+    INFO(kc::to_string(op));
+    CHECK(same(bits_per_isa(x.size(), [&](float* o) { kc::unary<float>(op, x.data(), o, n); })));
+    CHECK(same(bits_per_isa(x.size(), [&](float* o) { kc::unary_grad<float>(op, x.data(), g.data(), o, n); })));
+  }
+  // softmax and log_softmax, forward and backward, rows (axis last) and blocks (axis first).
+  std::vector<float> logits(64 * 96);
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = x[x.size() - logits.size() + i] * 3.0f;
+  const spsd::Shape shape{64, 96};
+  for (const int64_t axis : {0, 1})
+    for (const bool log : {false, true}) {
+      INFO("softmax axis " << axis << (log ? " log" : ""));
+      std::vector<float> y(logits.size());
+      kc::softmax<float>(logits.data(), shape, axis, y.data(), log);
+      CHECK(same(bits_per_isa(y.size(), [&](float* o) { kc::softmax<float>(logits.data(), shape, axis, o, log); })));
+      CHECK(same(bits_per_isa(y.size(), [&](float* o) {
+        kc::softmax_backward<float>(y.data(), g.data(), shape, axis, o, log);
+      })));
+    }
+  std::vector<int64_t> labels(64);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<int64_t>(i * 7 % 97) - 1;  // -1, 96: a zero row
+  const float one = 1.0f;
+  CHECK(same(bits_per_isa(logits.size(), [&](float* o) {
+    kc::cross_entropy_backward<float>(logits.data(), labels.data(), &one, 64, 96, 64, o);
+  })));
 }

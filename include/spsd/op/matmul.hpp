@@ -10,6 +10,14 @@
 // split of a transposed operand's last two axes swapped back to the stored axis (transposed()):
 // e.g. a^T g for x S(0), g S(0) is S(k) x S(k) -> P(sum), a partial gradient. The kernels pass
 // the flags to BLAS (CblasTrans, CUBLAS_OP_T): no transposed copy is made.
+//
+// A 2-d weight's gradient x^T g, with x (..., r, k) and g (..., r, n) of the same batch shape,
+// is summed over the batch: detail::matmul_batch_summed(x, g), attrs [1, 0, 1] (logged "a^T,
+// batch summed"), is sum(x^T g, batch axes) as one op. Its table is that composition's: the
+// a^T table with a batch split's output S(d) -> P(sum) and the matrix axes' S(ro-2), S(ro-1) ->
+// S(0), S(1), so layouts and messages are the ones the composition gives. The kernel reads each
+// piece (b, r, k) as the (b r, k) rows it is stored as: one GEMM over all rows, where the
+// composition ran b GEMMs and a sum (other summation order, see docs/operators.md).
 #include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
 #include "spsd/op/broadcasting.hpp"
@@ -22,10 +30,11 @@ namespace detail {
 struct MatmulDef {
   static constexpr std::string_view name = "matmul";
 
-  // attrs: [] (plain matmul) or [trans_a, trans_b], each 0 or 1.
+  // attrs: [] (plain matmul), [trans_a, trans_b], each 0 or 1, or [1, 0, 1] (batch summed).
   static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs& attrs) {
+    if (summed(attrs)) return infer_summed(in, attrs);
     SPSD_CHECK(attrs.empty() || (attrs.size() == 2 && (attrs[0] == 0 || attrs[0] == 1) && (attrs[1] == 0 || attrs[1] == 1)),
-               name, "attrs must be [] or [trans_a, trans_b] with 0 or 1 each, got ", attrs.size(), " values");
+               name, "attrs must be [] or [trans_a, trans_b] with 0 or 1 each, or [1, 0, 1], got ", join(attrs));
     SPSD_CHECK(!flag(attrs, 0) || in[0].shape.ndim() >= 2, name, "needs matrices (2 or more axes): a is ", in[0].shape);
     SPSD_CHECK(!flag(attrs, 1) || in[1].shape.ndim() >= 2, name, "needs matrices (2 or more axes): b is ", in[1].shape);
     // The checks below read op(a) and op(b); an error names a transposed operand "a^T".
@@ -50,6 +59,15 @@ struct MatmulDef {
 
   // The table of op(a) x op(b), mapped to the stored operands (transposed()).
   static std::vector<Signature> signatures(std::span<const TensorMeta> in, const OpAttrs& attrs) {
+    if (summed(attrs)) {
+      infer_summed(in, attrs);
+      std::vector<Signature> t = signatures(in, {1, 0});
+      const int64_t batch = in[0].shape.ndim() - 2;
+      for (Signature& s : t)
+        if (s.output.is_split())
+          s.output = s.output.axis() < batch ? sbp::partial_sum : sbp::split(s.output.axis() - batch);
+      return t;
+    }
     const bool ta = flag(attrs, 0), tb = flag(attrs, 1);
     const TensorMeta logical_in[] = {{logical(in[0].shape, ta), in[0].dtype}, {logical(in[1].shape, tb), in[1].dtype}};
     std::vector<Signature> t = untransposed_signatures(logical_in);
@@ -60,17 +78,39 @@ struct MatmulDef {
   }
 
   static std::string attrs_text(const OpAttrs& attrs) {
+    if (summed(attrs)) return "a^T, batch summed";
     return flag(attrs, 0) && flag(attrs, 1) ? "a^T b^T" : flag(attrs, 0) ? "a^T" : flag(attrs, 1) ? "b^T" : "";
   }
 
   template <Element T>
   static void kernel(const KernelArgs& k) {
+    if (summed(k.attrs)) {  // pieces (b, r, k) and (b, r, n), dense row-major: (b r, k)^T (b r, n)
+      const Shape &a = k.inputs[0].shape, &b = k.inputs[1].shape;
+      const int64_t rows = a.numel() / std::max<int64_t>(a[a.ndim() - 1], 1);
+      kernel::matmul<T>(k.target, k.in<T>(0), Shape{rows, a[a.ndim() - 1]}, k.in<T>(1), Shape{rows, b[b.ndim() - 1]},
+                        k.out_as<T>(), k.out_shape, true, false);
+      return;
+    }
     kernel::matmul<T>(k.target, k.in<T>(0), k.inputs[0].shape, k.in<T>(1), k.inputs[1].shape, k.out_as<T>(), k.out_shape,
                       flag(k.attrs, 0), flag(k.attrs, 1));
   }
 
  private:
   static bool flag(const OpAttrs& attrs, size_t i) { return attrs.size() == 2 && attrs[i] != 0; }
+  static bool summed(const OpAttrs& attrs) { return attrs.size() == 3; }  // checked by infer_summed
+
+  // sum over the batch of a^T b: a (..., r, k) and b (..., r, n), equal batch shapes of one or
+  // more axes -> (k, n).
+  static TensorMeta infer_summed(std::span<const TensorMeta> in, const OpAttrs& attrs) {
+    SPSD_CHECK((attrs == OpAttrs{1, 0, 1}), name, "attrs must be [] or [trans_a, trans_b] with 0 or 1 each, or [1, 0, 1], got ",
+               detail::join(attrs));
+    const Shape &a = in[0].shape, &b = in[1].shape;
+    SPSD_CHECK(in[0].dtype == in[1].dtype, name, "dtypes differ: a is ", in[0].dtype, ", b is ", in[1].dtype);
+    SPSD_CHECK(a.ndim() >= 3 && b.ndim() == a.ndim() && batch_of(a) == batch_of(b) && a[a.ndim() - 2] == b[b.ndim() - 2],
+               name, "a^T b summed over the batch needs a (..., r, k) and b (..., r, n) with the same batch axes, got a ",
+               a, ", b ", b);
+    return {Shape{a[a.ndim() - 1], b[b.ndim() - 1]}, in[0].dtype};
+  }
 
   // op(x)'s shape: the last two axes swapped when transposed.
   static Shape logical(const Shape& s, bool transposed) {
@@ -129,12 +169,20 @@ GlobalTensor<T> matmul_transposed(const GlobalTensor<T>& a, const GlobalTensor<T
   return call_op<MatmulDef>({trans_a ? 1 : 0, trans_b ? 1 : 0}, {}, a, b);
 }
 
+// sum over the batch axes of a^T b, a (..., r, k) and b (..., r, n) with the same batch shape:
+// a 2-d weight's gradient x^T g as one op and one GEMM per piece (see the top of this file).
+template <Element T>
+GlobalTensor<T> matmul_batch_summed(const GlobalTensor<T>& a, const GlobalTensor<T>& b) {
+  return call_op<MatmulDef>({1, 0, 1}, {}, a, b);
+}
+
 }  // namespace detail
 
 // Compiled into the library (core/instances.hpp).
 #define SPSD_MATMUL_INSTANCES(prefix, T)                                                  \
   prefix template GlobalTensor<T> matmul<T>(const GlobalTensor<T>&, const GlobalTensor<T>&); \
-  prefix template GlobalTensor<T> detail::matmul_transposed<T>(const GlobalTensor<T>&, const GlobalTensor<T>&, bool, bool);
+  prefix template GlobalTensor<T> detail::matmul_transposed<T>(const GlobalTensor<T>&, const GlobalTensor<T>&, bool, bool); \
+  prefix template GlobalTensor<T> detail::matmul_batch_summed<T>(const GlobalTensor<T>&, const GlobalTensor<T>&);
 SPSD_FOR_EACH_ELEMENT(SPSD_MATMUL_INSTANCES, extern)
 
 }  // namespace spsd

@@ -17,6 +17,7 @@
 #include "spsd/core/instances.hpp"
 #include "spsd/core/shape.hpp"
 #include "spsd/kernel/cpu/broadcasting.hpp"
+#include "spsd/kernel/cpu/isa.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
 #include "spsd/kernel/cpu/vector_math.hpp"
 #include "spsd/kernel/derivative.hpp"
@@ -150,9 +151,13 @@ void broadcast_map(std::string_view name, F f, const T* a, const Shape& a_shape,
 
 // out[i] = op(x[i]) for i < n. out may be x. Integer T supports neg, relu and abs only
 // (unary_supports); other ops throw spsd::Error even when n == 0, so every rank agrees.
+// Floating types run the copy of the loop for the CPU's instruction set (isa.hpp).
 template <Element T>
 void unary(UnaryOp op, const T* x, T* out, int64_t n) {
-  detail::with_unary_fn<T>(op, [&](auto f) { detail::map1(f, x, out, n); });
+  detail::with_unary_fn<T>(op, [&](auto f) {
+    if constexpr (std::is_floating_point_v<compute_t<T>>) detail::with_isa([&] { detail::map1(f, x, out, n); });
+    else detail::map1(f, x, out, n);
+  });
 }
 
 // out = a op b with numpy broadcasting; out_shape must be the broadcast of a_shape and b_shape.
@@ -174,10 +179,10 @@ void equal_mask(const T* a, const Shape& a_shape, const T* b, const Shape& b_sha
 }
 
 // out[i] = f'(saved[i]) * g[i] for i < n, f = op, saved = x or y (kernel/derivative.hpp),
-// computed in compute_t<T>.
+// computed in compute_t<T>, by the copy of the loop for the CPU's instruction set (isa.hpp).
 template <FloatingElement T>
 void unary_grad(UnaryOp op, const T* saved, const T* g, T* out, int64_t n) {
-  with_derivative(op, [&](auto f) { detail::map2(f, saved, g, out, n); });
+  with_derivative(op, [&](auto f) { detail::with_isa([&] { detail::map2(f, saved, g, out, n); }); });
 }
 
 // out[i] = a[i] op s, or s op a[i] when scalar_first (rsub, rdiv: 1 / x), s in compute_t<T>

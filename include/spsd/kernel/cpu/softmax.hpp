@@ -3,6 +3,7 @@
 // and log_softmax = (x - max) - log(sum exp(x - max)) never takes log(0) of a finite row.
 // Forward, per row: a max pass over x, an exp pass writing out, a sum pass and a scaling pass.
 // Backward (softmax_backward), per row: one reduction over g (and y) and one write of dx.
+// The loops run in the copy for the CPU's instruction set (isa.hpp), same results either way.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -15,6 +16,7 @@
 #include "spsd/core/error.hpp"
 #include "spsd/core/instances.hpp"
 #include "spsd/core/shape.hpp"
+#include "spsd/kernel/cpu/isa.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
 #include "spsd/kernel/cpu/vector_math.hpp"
 
@@ -121,13 +123,12 @@ void softmax(const T* x, const Shape& shape, int64_t axis, T* out, bool log) {
   } else {
     const auto [outer, len, inner] = detail::axis_view(shape, axis);
     const int64_t block = len * inner;
-    if (inner == 1) {
-      for (int64_t o = 0; o < outer; ++o) detail::softmax_row(x + o * block, out + o * block, len, log);
-      return;
-    }
-    std::vector<T> scratch(2 * inner);
-    for (int64_t o = 0; o < outer; ++o)
-      detail::softmax_block(x + o * block, out + o * block, len, inner, log, scratch.data(), scratch.data() + inner);
+    std::vector<T> scratch(inner == 1 ? 0 : 2 * inner);
+    detail::with_isa([&] {
+      for (int64_t o = 0; o < outer; ++o)
+        if (inner == 1) detail::softmax_row(x + o * block, out + o * block, len, log);
+        else detail::softmax_block(x + o * block, out + o * block, len, inner, log, scratch.data(), scratch.data() + inner);
+    });
   }
 }
 
@@ -148,14 +149,12 @@ void softmax_backward(const T* y, const T* g, const Shape& shape, int64_t axis, 
   } else {
     const auto [outer, len, inner] = detail::axis_view(shape, axis);
     const int64_t block = len * inner;
-    if (inner == 1) {
+    std::vector<T> sum(inner == 1 ? 0 : inner);
+    detail::with_isa([&] {
       for (int64_t o = 0; o < outer; ++o)
-        detail::softmax_backward_row(y + o * block, g + o * block, dx + o * block, len, log);
-      return;
-    }
-    std::vector<T> sum(inner);
-    for (int64_t o = 0; o < outer; ++o)
-      detail::softmax_backward_block(y + o * block, g + o * block, dx + o * block, len, inner, log, sum.data());
+        if (inner == 1) detail::softmax_backward_row(y + o * block, g + o * block, dx + o * block, len, log);
+        else detail::softmax_backward_block(y + o * block, g + o * block, dx + o * block, len, inner, log, sum.data());
+    });
   }
 }
 
@@ -176,19 +175,21 @@ void cross_entropy_backward(const T* logits, const int64_t* labels, const T* g, 
   } else {
     const T scale = g[0] / static_cast<T>(total_rows);
     const auto add = [](T a, T b) { return a + b; };
-    for (int64_t r = 0; r < rows; ++r) {
-      const T* x = logits + r * classes;
-      T* o = dx + r * classes;
-      const int64_t label = labels[r];
-      if (label < 0 || label >= classes) {
-        detail::fill_n(o, classes, T(0));
-        continue;
+    detail::with_isa([&] {
+      for (int64_t r = 0; r < rows; ++r) {
+        const T* x = logits + r * classes;
+        T* o = dx + r * classes;
+        const int64_t label = labels[r];
+        if (label < 0 || label >= classes) {
+          detail::fill_n(o, classes, T(0));
+          continue;
+        }
+        const T mx = detail::fold(detail::MaxOf{}, x, classes, -std::numeric_limits<T>::infinity());
+        const T k = scale / detail::fold_map(add, [mx](T v) { return vexp(v - mx); }, x, classes, T(0));
+        detail::map1([mx, k](T v) { return vexp(v - mx) * k; }, x, o, classes);
+        o[label] -= scale;
       }
-      const T mx = detail::fold(detail::MaxOf{}, x, classes, -std::numeric_limits<T>::infinity());
-      const T k = scale / detail::fold_map(add, [mx](T v) { return vexp(v - mx); }, x, classes, T(0));
-      detail::map1([mx, k](T v) { return vexp(v - mx) * k; }, x, o, classes);
-      o[label] -= scale;
-    }
+    });
   }
 }
 
