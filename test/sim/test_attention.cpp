@@ -230,3 +230,44 @@ TEST_CASE("attention: sequences of several 64-key tiles, float32, one rank and t
     CHECK(f.empty());
   }
 }
+
+TEST_CASE("attention: the lse handed over by the forward is the recomputed one, bit for bit", "[attention]") {
+  // On the cpu the forward's kernel keeps lse for the attention_lse kernel that follows on the
+  // thread (op/attention.hpp, LseHandoff). Its lse must be what attention_lse computes from
+  // scratch, in every layout of the table on 2 ranks, causal or not; and after another q, the
+  // hand-off must not be taken (a stale lse would be wrong, not slow).
+  using detail::attention_ops::AttentionDef;
+  using detail::attention_ops::AttentionLseDef;
+  using detail::attention_ops::lse_handoff;
+  const AttentionProblem pr{Shape{2, 2, 70, 8}, Shape{2, 2, 90, 8}, true};
+  Failures f = spsd_test::on_simulated_ranks(2, [&](Failures& f) {
+    const Placement p = mesh_placement(Shape{2});
+    const AttentionHost h = attention_host(pr, 77);
+    for (const Sbp& qs : {sbp::split(0), sbp::split(1), sbp::split(2), sbp::broadcast})
+      for (const bool causal : {false, true}) {
+        const Sbp kvs = qs == sbp::split(2) ? sbp::broadcast : qs;
+        const auto t = [&](const Shape& s, const std::vector<double>& x, const Sbp& l) {
+          return from_host(spsd_test::as_tensor<float>(s, x), p, NdSbp({l}));
+        };
+        const GlobalTensor<float> q = t(pr.q, h.q, qs), k = t(pr.kv, h.k, kvs), v = t(pr.kv, h.v, kvs);
+        const GlobalTensor<float> q2 = q * 0.5f;
+        const OpAttrs attrs{causal ? 1 : 0};
+        const detail::InputRef qk[] = {detail::input_ref(q), detail::input_ref(k)};
+        const detail::InputRef q2k[] = {detail::input_ref(q2), detail::input_ref(k)};
+        lse_handoff.q = lse_handoff.k = nullptr;  // nothing to take: computed
+        const GlobalTensor<float> computed = detail::run_op<AttentionLseDef, float>(qk, attrs);
+        const GlobalTensor<float> computed2 = detail::run_op<AttentionLseDef, float>(q2k, attrs);
+        (void)call_op<AttentionDef>(attrs, {}, q, k, v);
+        const GlobalTensor<float> handed = detail::run_op<AttentionLseDef, float>(qk, attrs);
+        const bool taken = lse_handoff.q == nullptr;
+        (void)call_op<AttentionDef>(attrs, {}, q, k, v);
+        const GlobalTensor<float> other = detail::run_op<AttentionLseDef, float>(q2k, attrs);
+        const std::string what = detail::concat("q ", qs, causal ? " causal" : "", ": ");
+        if (whole(handed) != whole(computed)) f.add(what + "the handed lse differs from the computed one");
+        if (!taken) f.add(what + "the forward's lse was not taken");
+        if (whole(other) != whole(computed2)) f.add(what + "another q's lse differs from its own computation");
+      }
+  });
+  INFO(f.report());
+  CHECK(f.empty());
+}

@@ -24,11 +24,13 @@
 
 namespace spsd::nn {
 
+// What search_plan searches under.
 struct PlanSearchOptions {
   int64_t memory_budget_bytes = 0;      // per rank: parameters x 4 plus the step's results; 0: none
   std::optional<DeviceType> price_as;   // as CompileOptions::price_as
 };
 
+// What search_plan found: a plan to parallelize a model with, and what the search said.
 struct SearchedPlan {
   Plan plan{std::vector<AxisPlan>{}};  // the plan given, with a rule per parameter whose layout the search changed
   std::vector<std::pair<std::string, NdSbp>> changed;  // those parameters and their layouts

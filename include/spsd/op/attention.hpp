@@ -20,8 +20,11 @@
 //
 // Backward (src/autograd/attention_rules.cpp): the probabilities are recomputed per key block
 // from the per-row log-sum-exp lse (FlashAttention-2): the forward, when an input requires
-// grad, also runs attention_lse (q, k) -> lse (batch, heads, seq_q) in compute_t<T> (the same
-// kernel without v; the dispatch runs single-output ops), recorded as the node's fourth input.
+// grad, also runs attention_lse (q, k) -> lse (batch, heads, seq_q) in compute_t<T>, recorded as
+// the node's fourth input (the dispatch runs single-output ops). On the CPU the forward's kernel
+// computes lse in the same pass (its row maxima and sums are lse's) and hands it to the
+// attention_lse kernel that follows on the thread, which copies it instead of computing the
+// scores again when its pieces are the forward's (LseHandoff); otherwise it computes them.
 // Then two fused ops on (q, k, v, out, g, lse):
 //     attention_grad_q  -> dq (batch, heads, seq_q, head_dim)
 //     attention_grad_kv -> dk and dv stacked on a new leading axis, (2, batch, heads, seq_k,
@@ -34,10 +37,13 @@
 //     B, B, B, B, P(sum), B         -> P(sum)          linear in g
 //     B x 6                         -> B
 #include <cmath>
+#include <cstddef>
+#include <cstring>
 #include <optional>
 #include <string>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #include "spsd/core/instances.hpp"
 #include "spsd/kernel/any_device.hpp"
@@ -104,6 +110,23 @@ inline std::string causal_text(const OpAttrs& attrs) { return attrs[0] ? "causal
 // The type lse is kept in: float for the 16-bit types, the type itself otherwise.
 inline DType lse_dtype(DType t) { return t == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32; }
 
+// The lse of the last CPU attention forward on this thread, for the attention_lse kernel: the
+// same q and k pieces (addresses and local problem) give the same lse bit for bit, since the
+// row maxima and sums do not depend on v. One entry; the next forward replaces it.
+struct LseHandoff {
+  const void* q = nullptr;
+  const void* k = nullptr;
+  kernel::AttentionDims dims;
+  DType dtype = DType::kFloat32;
+  std::vector<std::byte> lse;
+  bool matches(const void* q_piece, const void* k_piece, const kernel::AttentionDims& d, DType t) const {
+    return q == q_piece && k == k_piece && dtype == t && dims.batch_heads == d.batch_heads && dims.seq_q == d.seq_q &&
+           dims.seq_k == d.seq_k && dims.head_dim == d.head_dim && dims.q_begin == d.q_begin &&
+           dims.k_begin == d.k_begin && dims.causal == d.causal && dims.scale == d.scale;
+  }
+};
+inline thread_local LseHandoff lse_handoff;
+
 struct AttentionDef {
   static constexpr std::string_view name = "scaled_dot_product_attention";
 
@@ -119,8 +142,17 @@ struct AttentionDef {
   static std::string attrs_text(const OpAttrs& attrs) { return causal_text(attrs); }
   template <Element T>
   static void kernel(const KernelArgs& a) {
-    if constexpr (FloatingElement<T>)
-      kernel::attention_forward<T>(a.target, a.in<T>(0), a.in<T>(1), a.in<T>(2), local_dims(a), a.out_as<T>(), nullptr);
+    if constexpr (FloatingElement<T>) {
+      const kernel::AttentionDims d = local_dims(a);
+      compute_t<T>* lse = nullptr;
+      if (!a.target.on_device()) {  // keep lse for the attention_lse kernel that may follow
+        LseHandoff& h = lse_handoff;
+        h = {a.in<T>(0), a.in<T>(1), d, a.inputs[0].global->dtype, std::move(h.lse)};
+        h.lse.resize(static_cast<size_t>(d.batch_heads * d.seq_q) * sizeof(compute_t<T>));
+        lse = reinterpret_cast<compute_t<T>*>(h.lse.data());
+      }
+      kernel::attention_forward<T>(a.target, a.in<T>(0), a.in<T>(1), a.in<T>(2), d, a.out_as<T>(), lse);
+    }
   }
 };
 
@@ -143,9 +175,17 @@ struct AttentionLseDef {
   template <Element L>
   static void kernel(const KernelArgs& a) {
     visit_dtype(a.inputs[0].global->dtype, [&]<class T>() {
-      if constexpr (FloatingElement<T> && std::is_same_v<compute_t<T>, L>)
-        kernel::attention_forward<T>(a.target, a.in<T>(0), a.in<T>(1), static_cast<const T*>(nullptr), local_dims(a),
+      if constexpr (FloatingElement<T> && std::is_same_v<compute_t<T>, L>) {
+        const kernel::AttentionDims d = local_dims(a);
+        LseHandoff& h = lse_handoff;
+        if (!a.target.on_device() && h.matches(a.in<T>(0), a.in<T>(1), d, a.inputs[0].global->dtype)) {
+          std::memcpy(a.out_as<L>(), h.lse.data(), h.lse.size());
+          h.q = h.k = nullptr;  // taken
+          return;
+        }
+        kernel::attention_forward<T>(a.target, a.in<T>(0), a.in<T>(1), static_cast<const T*>(nullptr), d,
                                      static_cast<T*>(nullptr), a.out_as<L>());
+      }
     });
   }
 };
