@@ -576,13 +576,13 @@ class Problem {
     const ValueInfo& info = values_[static_cast<size_t>(v)];
     const int from = layout_id(v);
     double t = 0;
-    int seen[8];
-    size_t n_seen = 0;
+    std::vector<int>& seen = seen_;  // the layouts boxed to so far: each is paid once
+    seen.clear();
     for (const Use& u : info.uses) {
       const Node& m = nodes_[static_cast<size_t>(u.node)];
       const int need = m.in_layouts[m.choice][u.input];
-      if (need == from || std::find(seen, seen + n_seen, need) != seen + n_seen) continue;
-      if (n_seen < 8) seen[n_seen++] = need;
+      if (need == from || std::find(seen.begin(), seen.end(), need) != seen.end()) continue;
+      seen.push_back(need);
       t += edge(v, from, need);
     }
     for (size_t s = 0; s < info.sinks.size(); ++s) {
@@ -596,11 +596,11 @@ class Problem {
   // and the cost of every value they read or make.
   double local_cost(std::initializer_list<int> group) {
     double t = 0;
-    int touched[32];
-    size_t n_touched = 0;
+    std::vector<int>& touched = touched_;  // each value's cost once
+    touched.clear();
     auto touch = [&](int v) {
-      if (v < 0 || std::find(touched, touched + n_touched, v) != touched + n_touched) return;
-      if (n_touched < 32) touched[n_touched++] = v;
+      if (v < 0 || std::find(touched.begin(), touched.end(), v) != touched.end()) return;
+      touched.push_back(v);
       t += value_cost(v);
     };
     for (int g : group) {
@@ -689,6 +689,7 @@ class Problem {
   std::unordered_map<uint64_t, double> edges_;  // by (kind, from, need)
   std::unordered_map<std::string, int> kinds_;
   std::vector<int> parameter_nodes_;  // per free parameter given, its node (-1: not read)
+  std::vector<int> seen_, touched_;   // value_cost's and local_cost's scratch (value_cost runs inside local_cost)
   std::string why_not_;
 };
 

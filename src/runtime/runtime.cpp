@@ -296,6 +296,7 @@ void dry_run(int64_t world_size, const std::function<void()>& body) {
   std::thread rank0([&] {
     try {
       std::unique_ptr<detail::Context> ctx = detail::make_thread_context(0, world_size, 0);
+      ctx->trace.reset();  // SPSD_TRACE is the job's: a dry run must not write rank 0's trace file
       ctx->backend = std::make_unique<detail::DryBackend>();
       ctx->dry = true;
       detail::set_current_context(ctx.get());

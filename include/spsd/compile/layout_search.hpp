@@ -31,7 +31,7 @@ namespace spsd::detail {
 struct SearchReport {
   bool searched = false;
   std::string why_not;            // when not searched
-  int64_t ops = 0, changed = 0;   // op nodes, and how many changed signature
+  int64_t ops = 0, changed = 0;   // nodes (ops, free to_globals, parameters), and how many changed their choice
   int64_t rounds = 0;             // sweeps until no move helped
   double eager_us = 0, found_us = 0, lower_bound_us = 0;  // the objective
   int64_t result_bytes = 0, eager_result_bytes = 0;       // per rank, the bytes of all results

@@ -6,12 +6,15 @@
 // gradient boxed to the layout chosen for it, under the memory budget (parameters count four
 // times: themselves, their gradients and Adam's two moments).
 //
+//   nn::parallelize(model, plan);               // search_plan starts from the model as it is
+//   Adam<float> adam(model.parameters(), {});   // the optimizer `step` uses
 //   auto found = nn::search_plan(model, plan, step, {.memory_budget_bytes = budget}, x, y);
 //   std::cout << found.explanation;
 //   nn::parallelize(fresh_model, found.plan);   // then the optimizer, then compile(step)
 //
 // Capturing runs the step once (its optimizer steps too): search on a model made for planning,
 // such as one built inside spsd::dry_run, then build the model to train.
+#include <algorithm>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,11 +35,13 @@ struct PlanSearchOptions {
 
 // What search_plan found: a plan to parallelize a model with, and what the search said.
 struct SearchedPlan {
-  Plan plan{std::vector<AxisPlan>{}};  // the plan given, with a rule per parameter whose layout the search changed
+  // The plan given, and (where the search re-laid any) a rule per parameter with its layout.
+  Plan plan{std::vector<AxisPlan>{}};
   std::vector<std::pair<std::string, NdSbp>> changed;  // those parameters and their layouts
   std::string explanation;  // the search's figures, then one line per parameter changed
-  // The search's measures of the plan found and of the plan given, with eager's op signatures:
-  // predicted step time (us) and memory per rank (parameters x 4 plus the step's results).
+  // Predicted step time (us) and memory per rank (parameters x 4 plus the results of the ops),
+  // of the plan found with the op signatures the search chose with it, and of the plan given
+  // with eager's (start_).
   double predicted_us = 0, start_predicted_us = 0;
   int64_t memory_bytes = 0, start_memory_bytes = 0;
 };
@@ -63,16 +68,31 @@ SearchedPlan search_plan(const Module<T>& model, const Plan& plan, F step, const
   SPSD_CHECK(report.searched, "search_plan", "the step cannot be searched: ", report.why_not);
   SearchedPlan found{plan, {}, report.to_string(), report.found_us, report.eager_us, report.result_bytes,
                      report.eager_result_bytes};
+  // A rule matches a name by its last components (name_matches), so "fc.weight" would also lay
+  // out "block.fc.weight": once anything changed, every parameter gets a rule with its full name,
+  // those of fewer components first, so that each parameter's own rule comes last and wins.
+  std::vector<size_t> order;
   for (size_t i = 0; i < named.size(); ++i) {
     const NdSbp& chosen = report.parameter_layouts[i];
     const GlobalTensor<T>& p = named[i].second;
+    order.push_back(i);
     if (chosen.size() == 0 || chosen == p.nd_sbp()) continue;
-    for (int64_t a = 0; a < mesh_axes; ++a)
-      found.plan.axes[static_cast<size_t>(a)] = found.plan.axes[static_cast<size_t>(a)].with_parameter(named[i].first, chosen[static_cast<size_t>(a)]);
     found.changed.emplace_back(named[i].first, chosen);
     found.explanation += spsd::detail::concat("  ", named[i].first, " ", p.shape(), ": ", p.nd_sbp(), " -> ", chosen, "\n");
   }
-  if (found.changed.empty()) found.explanation += "  every parameter keeps its layout\n";
+  if (found.changed.empty()) {
+    found.explanation += "  every parameter keeps its layout\n";
+    return found;
+  }
+  const auto components = [&](size_t i) { return std::count(named[i].first.begin(), named[i].first.end(), '.'); };
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return components(a) < components(b); });
+  for (size_t i : order) {
+    const NdSbp& chosen = report.parameter_layouts[i].size() ? report.parameter_layouts[i] : named[i].second.nd_sbp();
+    for (int64_t a = 0; a < mesh_axes; ++a) {
+      nn::AxisPlan& axis = found.plan.axes[static_cast<size_t>(a)];
+      axis = axis.with_parameter(named[i].first, chosen[static_cast<size_t>(a)]);
+    }
+  }
   return found;
 }
 
