@@ -271,3 +271,30 @@ TEST_CASE("attention: the lse handed over by the forward is the recomputed one, 
   INFO(f.report());
   CHECK(f.empty());
 }
+
+TEST_CASE("attention: a piece whose bytes changed since the forward does not take its lse", "[attention]") {
+  // What a validator's trial or a boxed copy freed after the forward can meet: another tensor at
+  // the forward's q address, with the same local problem. Here the same piece is rewritten in
+  // place (through to_local()): the hand-off's fingerprints must refuse the forward's lse.
+  using detail::attention_ops::AttentionDef;
+  using detail::attention_ops::AttentionLseDef;
+  const Placement p("cpu", {0});
+  const AttentionProblem pr{Shape{1, 2, 40, 8}, Shape{1, 2, 40, 8}, false};
+  const AttentionHost h = attention_host(pr, 5);
+  std::vector<double> handed, computed;
+  simulate(1, [&] {
+    const auto t = [&](const std::vector<double>& x) {
+      return from_host(spsd_test::as_tensor<float>(pr.q, x), p, NdSbp({sbp::broadcast}));
+    };
+    const GlobalTensor<float> q = t(h.q), k = t(h.k), v = t(h.v);
+    const OpAttrs attrs{0};
+    (void)call_op<AttentionDef>(attrs, {}, q, k, v);
+    Tensor<float> piece = q.to_local();
+    for (int64_t i = 0; i < piece.numel(); ++i) piece.data()[i] *= 3;
+    const detail::InputRef qk[] = {detail::input_ref(q), detail::input_ref(k)};
+    handed = whole(detail::run_op<AttentionLseDef, float>(qk, attrs));
+    detail::attention_ops::lse_handoff.q = nullptr;
+    computed = whole(detail::run_op<AttentionLseDef, float>(qk, attrs));
+  });
+  CHECK(handed == computed);
+}

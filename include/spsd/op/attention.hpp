@@ -38,6 +38,7 @@
 //     B x 6                         -> B
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <optional>
 #include <string>
@@ -110,19 +111,51 @@ inline std::string causal_text(const OpAttrs& attrs) { return attrs[0] ? "causal
 // The type lse is kept in: float for the 16-bit types, the type itself otherwise.
 inline DType lse_dtype(DType t) { return t == DType::kFloat64 ? DType::kFloat64 : DType::kFloat32; }
 
+// A 64-bit fingerprint of bytes (four multiply-xor lanes, so that it runs near memory speed):
+// what tells the hand-off below that a piece at a known address still holds what it held.
+inline uint64_t fingerprint(const void* data, size_t bytes) {
+  const auto* p = static_cast<const unsigned char*>(data);
+  uint64_t h[4] = {0x9E3779B97F4A7C15ull, 0xC2B2AE3D27D4EB4Full, 0x165667B19E3779F9ull, 0x27D4EB2F165667C5ull};
+  size_t i = 0;
+  for (; i + 32 <= bytes; i += 32)
+    for (int l = 0; l < 4; ++l) {
+      uint64_t w;
+      std::memcpy(&w, p + i + 8 * l, 8);
+      h[l] = (h[l] ^ w) * 0x100000001B3ull;
+    }
+  for (; i < bytes; ++i) h[0] = (h[0] ^ p[i]) * 0x100000001B3ull;
+  return (h[0] ^ (h[1] >> 7) ^ (h[2] << 11) ^ (h[3] >> 3)) + bytes;
+}
+
 // The lse of the last CPU attention forward on this thread, for the attention_lse kernel: the
-// same q and k pieces (addresses and local problem) give the same lse bit for bit, since the
-// row maxima and sums do not depend on v. One entry; the next forward replaces it.
+// same q and k pieces give the same lse bit for bit, since the row maxima and sums do not depend
+// on v. Same pieces: the same addresses, local problem and fingerprints (another tensor may come
+// to a freed piece's address: a boxed copy freed after the forward, a validator's trial). One
+// entry; the next forward replaces it.
 struct LseHandoff {
   const void* q = nullptr;
   const void* k = nullptr;
+  uint64_t q_print = 0, k_print = 0;
   kernel::AttentionDims dims;
   DType dtype = DType::kFloat32;
   std::vector<std::byte> lse;
+  static size_t q_bytes(const kernel::AttentionDims& d, DType t) {
+    return static_cast<size_t>(d.batch_heads * d.seq_q * d.head_dim * size_of(t));
+  }
+  static size_t k_bytes(const kernel::AttentionDims& d, DType t) {
+    return static_cast<size_t>(d.batch_heads * d.seq_k * d.head_dim * size_of(t));
+  }
+  void keep(const void* q_piece, const void* k_piece, const kernel::AttentionDims& d, DType t) {
+    q = q_piece, k = k_piece, dims = d, dtype = t;
+    q_print = q_piece ? fingerprint(q_piece, q_bytes(d, t)) : 0;
+    k_print = k_piece ? fingerprint(k_piece, k_bytes(d, t)) : 0;
+  }
   bool matches(const void* q_piece, const void* k_piece, const kernel::AttentionDims& d, DType t) const {
-    return q == q_piece && k == k_piece && dtype == t && dims.batch_heads == d.batch_heads && dims.seq_q == d.seq_q &&
-           dims.seq_k == d.seq_k && dims.head_dim == d.head_dim && dims.q_begin == d.q_begin &&
-           dims.k_begin == d.k_begin && dims.causal == d.causal && dims.scale == d.scale;
+    return q != nullptr && q == q_piece && k == k_piece && dtype == t && dims.batch_heads == d.batch_heads &&
+           dims.seq_q == d.seq_q && dims.seq_k == d.seq_k && dims.head_dim == d.head_dim &&
+           dims.q_begin == d.q_begin && dims.k_begin == d.k_begin && dims.causal == d.causal &&
+           dims.scale == d.scale && fingerprint(q_piece, q_bytes(d, t)) == q_print &&
+           (k_piece == nullptr ? k_print == 0 : fingerprint(k_piece, k_bytes(d, t)) == k_print);
   }
 };
 inline thread_local LseHandoff lse_handoff;
@@ -147,11 +180,12 @@ struct AttentionDef {
       compute_t<T>* lse = nullptr;
       if (!a.target.on_device()) {  // keep lse for the attention_lse kernel that may follow
         LseHandoff& h = lse_handoff;
-        h = {a.in<T>(0), a.in<T>(1), d, a.inputs[0].global->dtype, std::move(h.lse)};
+        h.q = nullptr;  // kept below, once lse is written
         h.lse.resize(static_cast<size_t>(d.batch_heads * d.seq_q) * sizeof(compute_t<T>));
         lse = reinterpret_cast<compute_t<T>*>(h.lse.data());
       }
       kernel::attention_forward<T>(a.target, a.in<T>(0), a.in<T>(1), a.in<T>(2), d, a.out_as<T>(), lse);
+      if (lse) lse_handoff.keep(a.in<T>(0), a.in<T>(1), d, a.inputs[0].global->dtype);
     }
   }
 };
