@@ -168,7 +168,7 @@ int main(int argc, char** argv) {
 
   // A linear layer's weight gradient x^T g for x (16, 64, k), g (16, 64, n): the GPT's shapes.
   std::printf("\n| x^T g, x (16, 64, k), g (16, 64, n) | batched + sum ms | one GEMM ms | ratio |\n|---|---|---|---|\n");
-  for (const auto [k, nn] : {std::pair<int64_t, int64_t>{128, 128}, {128, 512}, {512, 128}, {128, 96}}) {
+  for (const auto& [k, nn] : {std::pair<int64_t, int64_t>{128, 128}, {128, 512}, {512, 128}, {128, 96}}) {
     std::vector<float> xs(16 * 64 * k), gs(16 * 64 * nn), per(16 * k * nn), dw(k * nn);
     for (size_t i = 0; i < xs.size(); ++i) xs[i] = a[i % n];
     for (size_t i = 0; i < gs.size(); ++i) gs[i] = b[i % n];

@@ -254,17 +254,23 @@ TEST_CASE("attention: the lse handed over by the forward is the recomputed one, 
         const OpAttrs attrs{causal ? 1 : 0};
         const detail::InputRef qk[] = {detail::input_ref(q), detail::input_ref(k)};
         const detail::InputRef q2k[] = {detail::input_ref(q2), detail::input_ref(k)};
+        const OpAttrs training{causal ? 1 : 0, 1};  // keep_lse: what a forward that records sets
         lse_handoff.q = lse_handoff.k = nullptr;  // nothing to take: computed
         const GlobalTensor<float> computed = detail::run_op<AttentionLseDef, float>(qk, attrs);
         const GlobalTensor<float> computed2 = detail::run_op<AttentionLseDef, float>(q2k, attrs);
-        (void)call_op<AttentionDef>(attrs, {}, q, k, v);
+        (void)call_op<AttentionDef>(training, {}, q, k, v);
         const GlobalTensor<float> handed = detail::run_op<AttentionLseDef, float>(qk, attrs);
         const bool taken = lse_handoff.q == nullptr;
-        (void)call_op<AttentionDef>(attrs, {}, q, k, v);
+        (void)call_op<AttentionDef>(training, {}, q, k, v);
         const GlobalTensor<float> other = detail::run_op<AttentionLseDef, float>(q2k, attrs);
+        // An inference forward (no keep_lse) keeps nothing: the fingerprints cost it nothing.
+        lse_handoff.q = lse_handoff.k = nullptr;
+        (void)call_op<AttentionDef>(attrs, {}, q, k, v);
+        const bool kept_for_inference = lse_handoff.q != nullptr;
         const std::string what = detail::concat("q ", qs, causal ? " causal" : "", ": ");
         if (whole(handed) != whole(computed)) f.add(what + "the handed lse differs from the computed one");
         if (!taken) f.add(what + "the forward's lse was not taken");
+        if (kept_for_inference) f.add(what + "a forward without keep_lse kept its lse");
         if (whole(other) != whole(computed2)) f.add(what + "another q's lse differs from its own computation");
       }
   });
@@ -288,7 +294,7 @@ TEST_CASE("attention: a piece whose bytes changed since the forward does not tak
     };
     const GlobalTensor<float> q = t(h.q), k = t(h.k), v = t(h.v);
     const OpAttrs attrs{0};
-    (void)call_op<AttentionDef>(attrs, {}, q, k, v);
+    (void)call_op<AttentionDef>(OpAttrs{0, 1}, {}, q, k, v);
     Tensor<float> piece = q.to_local();
     for (int64_t i = 0; i < piece.numel(); ++i) piece.data()[i] *= 3;
     const detail::InputRef qk[] = {detail::input_ref(q), detail::input_ref(k)};

@@ -221,3 +221,56 @@ TEST_CASE("vector_math: the AVX2 copies of the dispatched loops give the baselin
     kc::cross_entropy_backward<float>(logits.data(), labels.data(), &one, 64, 96, 64, o);
   })));
 }
+
+TEST_CASE("vector_math: gelu's and erf's loops give the full function's bits on blocks that take the fast case",
+          "[kernels]") {
+  // The loops run erf's first case alone on a block whose elements it all covers (loop.hpp,
+  // TwoRegimes). Blocks here: all covered (up to the switch's very edge, where a wrong bound
+  // would show), one element past the switch, NaN and inf among covered ones, and a tail; each
+  // output must be the bits of the function applied to its element alone.
+  std::vector<float> x;
+  const float edge = 1.5f * std::numbers::sqrt2_v<float>;  // where gelu's erf argument reaches 1.5
+  for (int b = 0; b < 64; ++b)
+    for (int j = 0; j < 16; ++j) {
+      const float t = static_cast<float>((b * 16 + j) % 97) / 96.0f;  // [0, 1]
+      float v = (2 * t - 1) * (b % 2 ? edge : 1.5f);
+      if (b % 8 == 3 && j == 5) v = b % 16 == 3 ? 2.3f : -1.6f;             // past gelu's or erf's switch
+      if (b % 8 == 5 && j == 9) v = b % 16 == 5 ? std::nanf("") : INFINITY;  // NaN, inf
+      if (b % 8 == 7) v = std::nextafter(j % 2 ? edge : 1.5f, j % 4 < 2 ? 0.0f : 3.0f) * (j % 3 ? 1 : -1);
+      x.push_back(v);
+    }
+  for (int j = 0; j < 7; ++j) x.push_back(0.3f * static_cast<float>(j) - 1.0f);  // a tail
+  const int64_t n = static_cast<int64_t>(x.size());
+  std::vector<float> g(x.size());
+  for (size_t i = 0; i < g.size(); ++i) g[i] = static_cast<float>(i % 13) * 0.25f - 1.5f;
+  using U = kc::UnaryOp;
+  const auto one_by_one = [&](auto f) {
+    std::vector<uint32_t> bits(x.size());
+    for (size_t i = 0; i < x.size(); ++i) bits[i] = std::bit_cast<uint32_t>(f(x[i], g[i]));
+    return bits;
+  };
+  const auto want_gelu = one_by_one([](float v, float) { return spsd::kernel::gelu_exact(v); });
+  const auto want_grad = one_by_one([](float v, float dy) { return spsd::kernel::gelu_derivative(v) * dy; });
+  const auto want_erf = one_by_one([](float v, float) { return kc::erf_float(v); });
+  const auto differences = [&](const std::vector<uint32_t>& got, const std::vector<uint32_t>& want) {
+    int64_t d = 0;
+    for (size_t i = 0; i < got.size(); ++i) d += got[i] != want[i];
+    return d;
+  };
+  for (const kc::Isa isa : isas()) {
+    INFO(isa_name(isa) << " loops");
+    const IsaScope scope(isa);
+    std::vector<float> out(x.size());
+    const auto bits = [&] {
+      std::vector<uint32_t> b(out.size());
+      for (size_t i = 0; i < out.size(); ++i) b[i] = std::bit_cast<uint32_t>(out[i]);
+      return b;
+    };
+    kc::unary<float>(U::kGelu, x.data(), out.data(), n);
+    CHECK(differences(bits(), want_gelu) == 0);
+    kc::unary_grad<float>(U::kGelu, x.data(), g.data(), out.data(), n);
+    CHECK(differences(bits(), want_grad) == 0);
+    kc::unary<float>(U::kErf, x.data(), out.data(), n);
+    CHECK(differences(bits(), want_erf) == 0);
+  }
+}

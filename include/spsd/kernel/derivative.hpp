@@ -55,10 +55,33 @@ SPSD_PORTABLE_MATH(erf)
 #undef SPSD_PORTABLE_MATH
 
 // The forward functions the cpu and CUDA kernels share (both round the same expression).
-// gelu(x) = x Phi(x) = x/2 (1 + erf(x / sqrt 2)): exact, torch's default.
+// gelu(x) = x Phi(x) = x/2 (1 + erf(x / sqrt 2)): exact, torch's default. gelu_erf_argument(x)
+// is the x / sqrt 2 it hands erf.
 template <class T>
-SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T gelu_exact(T x) {
-  return T(0.5) * x * (T(1) + portable_erf(x * T(0.7071067811865476)));
+SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T gelu_erf_argument(T x) {
+  return x * T(0.7071067811865476);
+}
+
+// portable_erf as a function object: the Erf of gelu_exact and gelu_derivative, which the cpu
+// loops replace by erf's first case on blocks that only need it (cpu/vector_math.hpp).
+struct PortableErf {
+  // portable_erf(x).
+  template <class T>
+  SPSD_HOST_DEVICE SPSD_MATH_INLINE T operator()(T x) const {
+    return portable_erf(x);
+  }
+};
+
+// gelu(x), with erf computed by Erf.
+template <class T, class Erf = PortableErf>
+SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T gelu_exact(T x, Erf erf = {}) {
+  return T(0.5) * x * (T(1) + erf(gelu_erf_argument(x)));
+}
+// gelu'(x) = Phi(x) + x phi(x).
+template <class T, class Erf = PortableErf>
+SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T gelu_derivative(T x, Erf erf = {}) {
+  return T(0.5) * (T(1) + erf(gelu_erf_argument(x))) +
+         x * T(0.3989422804014327) * portable_exp(T(-0.5) * x * x);  // 1 / sqrt(2 pi)
 }
 // x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): the tanh approximation (Hendrycks & Gimpel;
 // GPT-2, torch's approximate="tanh"); max error ~1e-3 vs the exact form.
@@ -92,9 +115,8 @@ SPSD_HOST_DEVICE SPSD_MATH_INLINE inline T derivative(T s) {
   else if constexpr (K == UnaryOp::kSilu) {
     const T sg = sigmoid_of(s);
     return sg * (T(1) + s * (T(1) - sg));
-  } else if constexpr (K == UnaryOp::kGelu) {  // Phi(x) + x phi(x)
-    return T(0.5) * (T(1) + portable_erf(s * T(0.7071067811865476))) +
-           s * T(0.3989422804014327) * portable_exp(T(-0.5) * s * s);  // 1 / sqrt(2 pi)
+  } else if constexpr (K == UnaryOp::kGelu) {
+    return gelu_derivative(s);
   } else {  // gelu_tanh
     constexpr T c = T(0.7978845608028654), a = T(0.044715);
     const T t = portable_tanh(c * (s + a * s * s * s));

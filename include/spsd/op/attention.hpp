@@ -21,8 +21,8 @@
 // Backward (src/autograd/attention_rules.cpp): the probabilities are recomputed per key block
 // from the per-row log-sum-exp lse (FlashAttention-2): the forward, when an input requires
 // grad, also runs attention_lse (q, k) -> lse (batch, heads, seq_q) in compute_t<T>, recorded as
-// the node's fourth input (the dispatch runs single-output ops). On the CPU the forward's kernel
-// computes lse in the same pass (its row maxima and sums are lse's) and hands it to the
+// the node's fourth input (the dispatch runs single-output ops). On the CPU a training forward's
+// kernel (attr keep_lse) computes lse in the same pass (its row maxima and sums are lse's) and hands it to the
 // attention_lse kernel that follows on the thread, which copies it instead of computing the
 // scores again when its pieces are the forward's (LseHandoff); otherwise it computes them.
 // Then two fused ops on (q, k, v, out, g, lse):
@@ -163,9 +163,12 @@ inline thread_local LseHandoff lse_handoff;
 struct AttentionDef {
   static constexpr std::string_view name = "scaled_dot_product_attention";
 
-  // inputs (q, k, v); attrs [causal].
+  // inputs (q, k, v); attrs [causal] or [causal, keep_lse]: keep_lse 1 when an attention_lse
+  // follows (training), so that the cpu kernel keeps its lse for it (inference pays nothing).
   static TensorMeta infer(std::span<const TensorMeta> in, const OpAttrs& attrs) {
-    check_causal_attr(name, attrs);
+    SPSD_CHECK((attrs.size() == 1 || attrs.size() == 2) && (attrs[0] == 0 || attrs[0] == 1) &&
+                   (attrs.size() == 1 || attrs[1] == 0 || attrs[1] == 1),
+               name, "attrs must be [causal] or [causal, keep_lse] with 0 or 1, got ", attrs.size(), " values");
     check_qkv(name, in[0], in[1], &in[2]);
     return in[0];
   }
@@ -178,7 +181,7 @@ struct AttentionDef {
     if constexpr (FloatingElement<T>) {
       const kernel::AttentionDims d = local_dims(a);
       compute_t<T>* lse = nullptr;
-      if (!a.target.on_device()) {  // keep lse for the attention_lse kernel that may follow
+      if (!a.target.on_device() && a.attrs.size() == 2 && a.attrs[1] != 0) {  // for the attention_lse that follows
         LseHandoff& h = lse_handoff;
         h.q = nullptr;  // kept below, once lse is written
         h.lse.resize(static_cast<size_t>(d.batch_heads * d.seq_q) * sizeof(compute_t<T>));
@@ -295,10 +298,11 @@ GlobalTensor<T> scaled_dot_product_attention(const GlobalTensor<T>& q, const Glo
   using namespace detail::attention_ops;
   const OpAttrs attrs{causal ? 1 : 0};
   // Run on detached inputs and recorded once below, with lse as a fourth (gradient-free) input.
+  const bool training = FloatingElement<T> && (q.requires_grad() || k.requires_grad() || v.requires_grad());
   const GlobalTensor<T> qd = q.detach(), kd = k.detach();
-  GlobalTensor<T> out = call_op<AttentionDef>(attrs, {}, qd, kd, v.detach());
+  GlobalTensor<T> out = call_op<AttentionDef>(OpAttrs{causal ? 1 : 0, training ? 1 : 0}, {}, qd, kd, v.detach());
   if constexpr (FloatingElement<T>) {
-    if (q.requires_grad() || k.requires_grad() || v.requires_grad()) {
+    if (training) {
       const InputRef qk[] = {input_ref(qd), input_ref(kd)};
       const GlobalTensor<compute_t<T>> lse = run_op<AttentionLseDef, compute_t<T>>(qk, attrs);
       const InputRef refs[] = {input_ref(q), input_ref(k), input_ref(v), input_ref(lse)};

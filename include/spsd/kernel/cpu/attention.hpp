@@ -202,8 +202,8 @@ struct BackwardInputs {
 
 // out (batch, heads, seq_q, head_dim) = softmax(scale q k^T [+ mask]) v; lse (batch, heads,
 // seq_q) in compute_t<T> = the log-sum-exp of each row's scaled scores. Either output may be
-// null (the lse op skips out and v; the op's forward on the cpu always keeps lse, for the
-// attention_lse kernel that may follow: op/attention.hpp).
+// null (the lse op skips out and v; a training forward on the cpu keeps lse, for the
+// attention_lse kernel that follows: op/attention.hpp).
 template <FloatingElement T>
 void attention_forward(const T* q, const T* k, const T* v, const AttentionDims& d, T* out, compute_t<T>* lse) {
   using C = compute_t<T>;

@@ -79,9 +79,17 @@ void with_unary_fn(UnaryOp op, Body&& body) {
     switch (op) {
       case UnaryOp::kNeg: return body([](C x) { return -x; });
       case UnaryOp::kRelu: return body([](C x) { return x < C(0) ? C(0) : x; });  // relu(NaN) = NaN
-      case UnaryOp::kGelu: return body([](C x) { return gelu_exact(x); });
+      case UnaryOp::kGelu:
+        if constexpr (std::is_same_v<C, float>)  // erf's first case alone where it covers a block
+          return body(TwoRegimes{[](C x) { return gelu_exact(x, ErfSmall{}); }, [](C x) { return gelu_exact(x); },
+                                 [](C x) { return erf_small_covers(gelu_erf_argument(x)); }});
+        else return body([](C x) { return gelu_exact(x); });
       case UnaryOp::kGeluTanh: return body([](C x) { return gelu_tanh(x); });
-      case UnaryOp::kErf: return body([](C x) { return verf(x); });
+      case UnaryOp::kErf:
+        if constexpr (std::is_same_v<C, float>)
+          return body(TwoRegimes{[](C x) { return erf_small_float(x); }, [](C x) { return verf(x); },
+                                 [](C x) { return erf_small_covers(x); }});
+        else return body([](C x) { return verf(x); });
       case UnaryOp::kSilu: return body([](C x) { return silu_of(x); });
       case UnaryOp::kRsqrt: return body([](C x) { return C(1) / std::sqrt(x); });
       case UnaryOp::kExp: return body([](C x) { return vexp(x); });
@@ -182,6 +190,15 @@ void equal_mask(const T* a, const Shape& a_shape, const T* b, const Shape& b_sha
 // computed in compute_t<T>, by the copy of the loop for the CPU's instruction set (isa.hpp).
 template <FloatingElement T>
 void unary_grad(UnaryOp op, const T* saved, const T* g, T* out, int64_t n) {
+  using C = compute_t<T>;
+  if constexpr (std::is_same_v<C, float>) {
+    if (op == UnaryOp::kGelu) {  // erf's first case alone where it covers a block, as gelu's forward
+      const detail::TwoRegimes f{[](C s, C dy) { return gelu_derivative(s, ErfSmall{}) * dy; },
+                                 DerivativeTimes<UnaryOp::kGelu>{},
+                                 [](C s, C) { return erf_small_covers(gelu_erf_argument(s)); }};
+      return detail::with_isa([&] { detail::map2(f, saved, g, out, n); });
+    }
+  }
   with_derivative(op, [&](auto f) { detail::with_isa([&] { detail::map2(f, saved, g, out, n); }); });
 }
 

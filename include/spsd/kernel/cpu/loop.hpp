@@ -53,15 +53,51 @@ inline compute_t<T> load(T v) {
   return static_cast<compute_t<T>>(v);
 }
 
+// An element function with a cheaper form on part of its domain: `full` everywhere, and `fast`
+// where `in_fast` holds of the same arguments, with fast == full bit for bit there (full selects
+// fast's expression there). A branch-free full computes every case for every element; map1 and
+// map2 run a block with fast alone when all its elements are in fast's part (gelu's erf without
+// its tail for typical activations), so the results are the same either way. Called plainly,
+// it is full.
+template <class Fast, class Full, class InFast>
+struct TwoRegimes {
+  Fast fast;
+  Full full;
+  InFast in_fast;
+  template <class... X>
+  [[gnu::always_inline]] auto operator()(X... x) const {
+    return full(x...);
+  }
+};
+template <class F>
+inline constexpr bool kIsTwoRegimes = false;
+template <class Fast, class Full, class InFast>
+inline constexpr bool kIsTwoRegimes<TwoRegimes<Fast, Full, InFast>> = true;
+
 // out[i] = f(x[i]) for i < n.
 template <class T, class F>
 SPSD_FLATTEN inline void map1(F f, const T* x, T* out, int64_t n) {
   constexpr int64_t W = kBlock<T>;
   int64_t i = 0;
-  SPSD_IVDEP
-  for (; i + W <= n; i += W) {
+  if constexpr (kIsTwoRegimes<F>) {
+    for (; i + W <= n; i += W) {
+      int all = 1;
+      SPSD_IVDEP
+      for (int64_t j = 0; j < W; ++j) all &= static_cast<int>(f.in_fast(load(x[i + j])));
+      if (all) {
+        SPSD_IVDEP
+        for (int64_t j = 0; j < W; ++j) out[i + j] = static_cast<T>(f.fast(load(x[i + j])));
+      } else {
+        SPSD_IVDEP
+        for (int64_t j = 0; j < W; ++j) out[i + j] = static_cast<T>(f.full(load(x[i + j])));
+      }
+    }
+  } else {
     SPSD_IVDEP
-    for (int64_t j = 0; j < W; ++j) out[i + j] = static_cast<T>(f(load(x[i + j])));
+    for (; i + W <= n; i += W) {
+      SPSD_IVDEP
+      for (int64_t j = 0; j < W; ++j) out[i + j] = static_cast<T>(f(load(x[i + j])));
+    }
   }
   for (; i < n; ++i) out[i] = static_cast<T>(f(load(x[i])));
 }
@@ -71,10 +107,25 @@ template <class T, class F>
 SPSD_FLATTEN inline void map2(F f, const T* a, const T* b, T* out, int64_t n) {
   constexpr int64_t W = kBlock<T>;
   int64_t i = 0;
-  SPSD_IVDEP
-  for (; i + W <= n; i += W) {
+  if constexpr (kIsTwoRegimes<F>) {  // as map1's
+    for (; i + W <= n; i += W) {
+      int all = 1;
+      SPSD_IVDEP
+      for (int64_t j = 0; j < W; ++j) all &= static_cast<int>(f.in_fast(load(a[i + j]), load(b[i + j])));
+      if (all) {
+        SPSD_IVDEP
+        for (int64_t j = 0; j < W; ++j) out[i + j] = static_cast<T>(f.fast(load(a[i + j]), load(b[i + j])));
+      } else {
+        SPSD_IVDEP
+        for (int64_t j = 0; j < W; ++j) out[i + j] = static_cast<T>(f.full(load(a[i + j]), load(b[i + j])));
+      }
+    }
+  } else {
     SPSD_IVDEP
-    for (int64_t j = 0; j < W; ++j) out[i + j] = static_cast<T>(f(load(a[i + j]), load(b[i + j])));
+    for (; i + W <= n; i += W) {
+      SPSD_IVDEP
+      for (int64_t j = 0; j < W; ++j) out[i + j] = static_cast<T>(f(load(a[i + j]), load(b[i + j])));
+    }
   }
   for (; i < n; ++i) out[i] = static_cast<T>(f(load(a[i]), load(b[i])));
 }

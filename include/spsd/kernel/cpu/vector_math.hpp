@@ -71,18 +71,32 @@ template <class... Cs>
   return p * s1 * s2;
 }
 
+// erf(x) where erf_small_covers(x): erf_float's first case, so exactly its value there. The
+// loops of gelu and erf run it alone on a block whose elements are all covered (loop.hpp,
+// TwoRegimes): typical activations skip the tail's exp.
+[[gnu::always_inline]] inline bool erf_small_covers(float x) { return std::fabs(x) < 1.5f; }
+[[gnu::always_inline]] inline float erf_small_float(float x) {
+  using namespace vector_math;
+  return x + x * poly(x * x, 1.28379166e-1f, -3.76126349e-1f, 1.12837285e-1f, -2.68632136e-2f, 5.21703484e-3f,
+                      -8.45571922e-4f, 1.13153874e-4f, -1.13444430e-5f, 6.22312257e-7f);
+}
+// erf_small_float as a function object (gelu_exact's and gelu_derivative's Erf).
+struct ErfSmall {
+  // erf_small_float(x).
+  [[gnu::always_inline]] float operator()(float x) const { return erf_small_float(x); }
+};
+
 // erf(x) within 3 ulp, branch-free.
 [[gnu::always_inline]] inline float erf_float(float x) {
   using namespace vector_math;
   const float t = std::fabs(x);
-  const float small = x + x * poly(x * x, 1.28379166e-1f, -3.76126349e-1f, 1.12837285e-1f, -2.68632136e-2f,
-                                   5.21703484e-3f, -8.45571922e-4f, 1.13153874e-4f, -1.13444430e-5f, 6.22312257e-7f);
+  const float small = erf_small_float(x);
   const float tc = select(t > 4.0f, 4.0f, t);  // keeps a NaN
   const float q = poly((tc - 2.75f) * (1.0f / 1.25f), -9.20414066e+0f, -7.28316975e+0f, -1.48638558e+0f,
                        -1.74482670e-2f, 4.16263053e-3f, -9.76752024e-4f, 2.19698326e-4f, -4.81820061e-5f,
                        8.41261681e-6f);
   const float large = std::copysign(1.0f - exp_float(q), x);
-  return select(t < 1.5f, small, large);  // a NaN takes `large`, NaN too
+  return select(erf_small_covers(x), small, large);  // a NaN takes `large`, NaN too
 }
 
 // tanh(x) within 2 ulp, branch-free (tanh(-0) is +0).
