@@ -7,6 +7,7 @@
 #include <catch2/catch.hpp>
 #include <spsd/kernel/cpu/elementwise.hpp>
 #include <spsd/kernel/cpu/isa.hpp>
+#include <spsd/kernel/cpu/normalization.hpp>
 #include <spsd/kernel/cpu/softmax.hpp>
 #include <spsd/kernel/cpu/vector_math.hpp>
 
@@ -212,6 +213,23 @@ TEST_CASE("vector_math: the AVX2 copies of the dispatched loops give the baselin
       CHECK(same(bits_per_isa(y.size(), [&](float* o) { kc::softmax<float>(logits.data(), shape, axis, o, log); })));
       CHECK(same(bits_per_isa(y.size(), [&](float* o) {
         kc::softmax_backward<float>(y.data(), g.data(), shape, axis, o, log);
+      })));
+    }
+  // layer_norm and rms_norm: forward, dx and dweight, on rows of 128 and of 37 (a tail).
+  for (const int64_t len : {int64_t{128}, int64_t{37}})
+    for (const bool rms : {false, true}) {
+      INFO("norm rows of " << len << (rms ? " rms" : " layer"));
+      const int64_t rows = static_cast<int64_t>(logits.size()) / len;
+      const float* w = g.data() + 7;
+      const float* b = rms ? nullptr : g.data() + 300;
+      CHECK(same(bits_per_isa(logits.size(), [&](float* o) {
+        kc::norm_forward<float>(logits.data(), w, b, rows, len, 1e-5, rms, o);
+      })));
+      CHECK(same(bits_per_isa(logits.size(), [&](float* o) {
+        kc::norm_backward_x<float>(logits.data(), w, g.data(), rows, len, 1e-5, rms, o);
+      })));
+      CHECK(same(bits_per_isa(static_cast<size_t>(len), [&](float* o) {
+        kc::norm_backward_w<float>(logits.data(), g.data(), rows, len, 1e-5, rms, o);
       })));
     }
   std::vector<int64_t> labels(64);

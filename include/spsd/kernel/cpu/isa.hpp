@@ -2,8 +2,9 @@
 // The instruction set the element-wise math loops run with. spsd is compiled for the x86-64
 // baseline (SSE2, 4 floats a vector) without -march, so that one binary runs everywhere; the
 // loops of the transcendental functions (unary and unary_grad of floating types, softmax and
-// its backward, cross_entropy's backward) are compiled a second time for AVX2 (8 floats a
-// vector) and that copy runs where the CPU has AVX2.
+// its backward, cross_entropy's backward) and of layer_norm and rms_norm (forward and both
+// backward kernels) are compiled a second time for AVX2 (8 floats a vector) and that copy runs
+// where the CPU has AVX2.
 //
 // Both copies give bitwise the same results: AVX2 without FMA has no fused multiply-add to
 // contract into (target "avx2" does not enable FMA), every vector operation is the IEEE

@@ -18,6 +18,7 @@
 
 #include "spsd/core/dtype.hpp"
 #include "spsd/core/instances.hpp"
+#include "spsd/kernel/cpu/isa.hpp"
 #include "spsd/kernel/cpu/loop.hpp"
 
 namespace spsd::kernel::cpu {
@@ -37,24 +38,27 @@ std::pair<C, C> norm_row_stats(const T* x, int64_t len, C eps, bool rms) {
 }  // namespace detail
 
 // out (rows, len) = the normalized x times w (len) plus b (len; null for none), as above: per
-// row the two statistics passes and one write, each vectorized.
+// row the two statistics passes and one write, each vectorized. The three kernels run the copy
+// of their loops for the CPU's instruction set (isa.hpp: AVX2 where there is, the same bits).
 template <FloatingElement T>
 void norm_forward(const T* x, const T* w, const T* b, int64_t rows, int64_t len, double eps, bool rms, T* out) {
   using C = compute_t<T>;
   if (len == 0) return;
-  for (int64_t r = 0; r < rows; ++r) {
-    const T* xr = x + r * len;
-    T* o = out + r * len;
-    const auto [mean, rstd] = detail::norm_row_stats(xr, len, static_cast<C>(eps), rms);
-    if (b)
-      detail::for_each_index<T>(len, [=](int64_t i) {
-        o[i] = static_cast<T>((static_cast<C>(xr[i]) - mean) * rstd * static_cast<C>(w[i]) + static_cast<C>(b[i]));
-      });
-    else
-      detail::for_each_index<T>(len, [=](int64_t i) {
-        o[i] = static_cast<T>((static_cast<C>(xr[i]) - mean) * rstd * static_cast<C>(w[i]));
-      });
-  }
+  detail::with_isa([&] {
+    for (int64_t r = 0; r < rows; ++r) {
+      const T* xr = x + r * len;
+      T* o = out + r * len;
+      const auto [mean, rstd] = detail::norm_row_stats(xr, len, static_cast<C>(eps), rms);
+      if (b)
+        detail::for_each_index<T>(len, [=](int64_t i) {
+          o[i] = static_cast<T>((static_cast<C>(xr[i]) - mean) * rstd * static_cast<C>(w[i]) + static_cast<C>(b[i]));
+        });
+      else
+        detail::for_each_index<T>(len, [=](int64_t i) {
+          o[i] = static_cast<T>((static_cast<C>(xr[i]) - mean) * rstd * static_cast<C>(w[i]));
+        });
+    }
+  });
 }
 
 // dx (rows, len), the gradient of x, from x, w and g, the gradient of y; per row the statistics
@@ -64,21 +68,23 @@ void norm_backward_x(const T* x, const T* w, const T* g, int64_t rows, int64_t l
   using C = compute_t<T>;
   if (len == 0) return;
   const C n = static_cast<C>(len);
-  for (int64_t r = 0; r < rows; ++r) {
-    const T *xr = x + r * len, *gr = g + r * len;
-    T* o = dx + r * len;
-    const auto [mean, rstd] = detail::norm_row_stats(xr, len, static_cast<C>(eps), rms);
-    const auto gw = [=](int64_t i) { return static_cast<C>(gr[i]) * static_cast<C>(w[i]); };
-    const C sum_gw = rms ? C(0) : detail::sum_index<T, C>(len, gw);
-    // sum(g w (x - mean)), times rstd once: sum(g w xhat).
-    const C sum_gwx =
-        detail::sum_index<T, C>(len, [=](int64_t i) { return gw(i) * (static_cast<C>(xr[i]) - mean); });
-    const C a = sum_gw / n, c = sum_gwx * rstd / n;
-    detail::for_each_index<T>(len, [=](int64_t i) {
-      const C xhat = (static_cast<C>(xr[i]) - mean) * rstd;
-      o[i] = static_cast<T>(rstd * (static_cast<C>(gr[i]) * static_cast<C>(w[i]) - a - xhat * c));
-    });
-  }
+  detail::with_isa([&] {
+    for (int64_t r = 0; r < rows; ++r) {
+      const T *xr = x + r * len, *gr = g + r * len;
+      T* o = dx + r * len;
+      const auto [mean, rstd] = detail::norm_row_stats(xr, len, static_cast<C>(eps), rms);
+      const auto gw = [=](int64_t i) { return static_cast<C>(gr[i]) * static_cast<C>(w[i]); };
+      const C sum_gw = rms ? C(0) : detail::sum_index<T, C>(len, gw);
+      // sum(g w (x - mean)), times rstd once: sum(g w xhat).
+      const C sum_gwx =
+          detail::sum_index<T, C>(len, [=](int64_t i) { return gw(i) * (static_cast<C>(xr[i]) - mean); });
+      const C a = sum_gw / n, c = sum_gwx * rstd / n;
+      detail::for_each_index<T>(len, [=](int64_t i) {
+        const C xhat = (static_cast<C>(xr[i]) - mean) * rstd;
+        o[i] = static_cast<T>(rstd * (static_cast<C>(gr[i]) * static_cast<C>(w[i]) - a - xhat * c));
+      });
+    }
+  });
 }
 
 // dw (len) = the column sums of g * xhat over the rows, accumulated in compute_t<T>: per row
@@ -88,13 +94,15 @@ void norm_backward_w(const T* x, const T* g, int64_t rows, int64_t len, double e
   using C = compute_t<T>;
   std::vector<C> acc(static_cast<size_t>(len), C(0));
   C* a = acc.data();
-  for (int64_t r = 0; r < rows && len > 0; ++r) {
-    const T *xr = x + r * len, *gr = g + r * len;
-    const auto [mean, rstd] = detail::norm_row_stats(xr, len, static_cast<C>(eps), rms);
-    detail::for_each_index<C>(len, [=](int64_t i) {
-      a[i] += static_cast<C>(gr[i]) * (static_cast<C>(xr[i]) - mean) * rstd;
-    });
-  }
+  detail::with_isa([&] {
+    for (int64_t r = 0; r < rows && len > 0; ++r) {
+      const T *xr = x + r * len, *gr = g + r * len;
+      const auto [mean, rstd] = detail::norm_row_stats(xr, len, static_cast<C>(eps), rms);
+      detail::for_each_index<C>(len, [=](int64_t i) {
+        a[i] += static_cast<C>(gr[i]) * (static_cast<C>(xr[i]) - mean) * rstd;
+      });
+    }
+  });
   for (int64_t i = 0; i < len; ++i) dw[i] = static_cast<T>(acc[i]);
 }
 
