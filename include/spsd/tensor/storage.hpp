@@ -1,7 +1,8 @@
 #pragma once
 // Storage: a reference-counted byte buffer in one memory space. Layout lives in Tensor;
-// memory space lives here: host memory is aligned_alloc'd, device memory comes from the rank's
-// caching allocator (runtime/device.hpp). A storage is an operand of the eager runtime
+// memory space lives here: host memory comes from the process's host block cache
+// (runtime/host_block_cache.hpp), device memory from the rank's caching allocator
+// (runtime/device.hpp). A storage is an operand of the eager runtime
 // (runtime/instruction.hpp): data() waits for the communication still writing it (and, for
 // writing, reading it), so every access sees the values program order says it should.
 #include <cstddef>
@@ -14,6 +15,7 @@
 #include "spsd/core/error.hpp"
 #include "spsd/layout/placement.hpp"
 #include "spsd/runtime/device.hpp"
+#include "spsd/runtime/host_block_cache.hpp"
 #include "spsd/runtime/instruction.hpp"
 #include "spsd/runtime/memory_stats.hpp"
 
@@ -53,8 +55,10 @@ class Storage final : public detail::TrackedBuffer {
   ~Storage() {
     if (backing_) return;  // adopted: the backing storage frees the bytes
     if (device_ == DeviceType::kCPU) {
-      std::free(data_);
-      if (host_counter_) host_counter_->remove(host_bytes());  // null: pending, never adopted
+      if (host_counter_) {  // null: pending, never adopted
+        detail::host_block_cache().give(data_, host_bytes());
+        host_counter_->remove(host_bytes());
+      }
     }
     else if (owner_) owner_->free(data_);
   }
@@ -87,7 +91,7 @@ class Storage final : public detail::TrackedBuffer {
   Storage(int64_t bytes, DeviceType device, Pending) : bytes_(bytes), device_(device) {}
   Storage(int64_t bytes, DeviceType device) : bytes_(bytes), device_(device) {
     if (device == DeviceType::kCPU) {
-      data_ = std::aligned_alloc(kAlignment, static_cast<size_t>(host_bytes()));
+      data_ = detail::host_block_cache().take(host_bytes());
       SPSD_CHECK(data_ != nullptr, "Storage::allocate", "out of host memory allocating ", bytes, " bytes");
       host_counter_ = detail::host_memory_counter();
       host_counter_->add(host_bytes());
