@@ -107,16 +107,16 @@ class DeviceScratch {
   // in_graph: a capture is under way (the buffer returned is then never freed before this goes;
   // nor is any buffer returned during an earlier capture).
   void* get(int64_t bytes, std::string_view op, bool in_graph) {
-    if (!holds(bytes)) grow(bytes, op);
+    if (!holds(bytes)) grow(bytes, op, in_graph);
     graphed_ = graphed_ || in_graph;
     return data_;
   }
 
  private:
-  void grow(int64_t bytes, std::string_view op) {
+  void grow(int64_t bytes, std::string_view op, bool in_graph) {
     ScopedDevice device(device_, op);
-    if (data_ && graphed_)
-      kept_.push_back(std::exchange(data_, nullptr));  // a graph may still use it
+    if (data_ && (graphed_ || in_graph))
+      kept_.push_back(std::exchange(data_, nullptr));  // a graph may still use it; cudaFree ends a capture
     else if (data_)
       check_cuda(cudaFree(std::exchange(data_, nullptr)), op, "cudaFree of the scratch buffer");
     graphed_ = false;

@@ -470,6 +470,9 @@ Tally graph_replays(const std::string& label, int device, int64_t n, int64_t me,
   DeviceArray<spsd::bfloat16> half_in(to_half(input(halves, me, 4, 0)), compute.get()),
       half_out(to_half(std::vector<float>(halves, sentinel)), compute.get());
   DeviceArray<float> copied(std::vector<float>(count, sentinel), compute.get());
+  // Scratch for the float32 wire made before the capture, too small for it: the capture grows it
+  // (keeping the old one: cudaFree would end the capture).
+  c->all_reduce(half_in.get(), half_out.get(), 10, DType::kBFloat16, ReduceOp::kSum);
   c->drain();
   const auto alive = std::make_shared<int>(0);
   const std::unique_ptr<spsd::detail::DeviceGraph> graph = spsd::detail::capture_device_graph(
