@@ -14,6 +14,11 @@
 //       are rounded (half_sums), with the bytes counted. On one GPU only NCCL's single member
 //       runs (its widening and rounding kernels, a float32 NCCL call); the values that tell the
 //       settings apart need 3 or 4 members on their own GPUs (or the fake devices).
+//   (f) CUDA graphs (runtime/stream_capture.hpp): collectives and a device copy captured once and
+//       replayed 3 times on new inputs, on NCCL over {rank} (and, on the fake devices, over 3
+//       simulated ranks each with its own device); the fake also checks that host-staged
+//       communication refuses a capture on every member and works afterwards, and the capture
+//       rules (a synchronization in a capture, a fork not joined back, an error in the body).
 //
 // Fake device (SPSD_FAKE_CUDA=1 at compile time: test/fake_cuda/meson.build, tests fake-cuda-comm*):
 // the same program linked against fake libcudart/libnccl that run on the CPU (test/fake_cuda/), so
