@@ -1,6 +1,7 @@
 // A rank's CUDA device: bound as local_rank % device_count at the first use of a cuda placement,
 // with a compute and a communication stream, a caching allocator, and one device communicator
-// per rank set (NCCL when every member has its own GPU, host-staged otherwise).
+// per rank set (NCCL when every member has its own GPU, host-staged otherwise). No kernels here
+// (fill_words.cu has the fill), so the fake-CUDA tests link this file too (test/fake_cuda).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -23,6 +24,7 @@
 #include "../comm/host_staged_communicator.hpp"
 #include "../comm/nccl_communicator.hpp"
 #include "device_trace.cuh"
+#include "fill_words.hpp"
 #include "stream_capture.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/runtime/runtime.hpp"
@@ -31,15 +33,6 @@
 namespace spsd::detail {
 
 namespace {
-
-// The one kernel of the runtime layer: factories' constant fills (zeros, ones, full) written on
-// the device instead of copied from the host.
-template <class Word>
-__global__ void fill_words(Word* dst, int64_t count, Word value) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[i] = value;
-}
 
 class CudaRawMemory final : public RawDeviceMemory {
  public:
@@ -199,21 +192,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   }
 
   void fill_elements(void* dst, int64_t count, const void* value, int64_t value_bytes) override {
-    constexpr int kThreads = 256;
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, 1 << 16));
-    if (value_bytes == 8) {
-      uint64_t word;
-      std::memcpy(&word, value, 8);
-      fill_words<<<blocks, kThreads, 0, work_stream()>>>(static_cast<uint64_t*>(dst), count, word);
-    } else if (value_bytes == 4) {
-      uint32_t word;
-      std::memcpy(&word, value, 4);
-      fill_words<<<blocks, kThreads, 0, work_stream()>>>(static_cast<uint32_t*>(dst), count, word);
-    } else {  // 2: bfloat16, float16
-      uint16_t word;
-      std::memcpy(&word, value, 2);
-      fill_words<<<blocks, kThreads, 0, work_stream()>>>(static_cast<uint16_t*>(dst), count, word);
-    }
+    fill_words(dst, count, value, value_bytes, work_stream());
     check_cuda(cudaGetLastError(), "fill", concat("filling ", count, " elements of ", value_bytes, " bytes"));
   }
 

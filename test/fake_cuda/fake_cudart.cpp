@@ -31,7 +31,9 @@
 // - cudaEventQuery answers cudaErrorNotReady every other call (per thread) before it runs the work,
 //   so polling loops take their waiting path.
 // - Not faked: kernels (an nvcc-compiled translation unit without kernels loads; one with kernels
-//   aborts at load, and its launches would not link), cudaMallocAsync and friends, multiple processes sharing memory, errors raised by running work.
+//   aborts at load, and its launches would not link), cudaMallocAsync and friends, multiple
+//   processes sharing memory, errors raised by running work, time (cudaEventElapsedTime is 0 ms).
+//   cudaMemcpyDefault infers the direction from the pointers, as unified addressing does.
 //   No stream priorities, no legacy-stream implicit synchronization: the null stream is an
 //   ordinary lazy queue of its own.
 // - Stream capture and graphs (cudaStreamBeginCapture ... cudaGraphLaunch): while a stream
@@ -432,6 +434,24 @@ cudaError_t cudaEventQuery(cudaEvent_t e) {
   return cudaSuccess;
 }
 
+cudaError_t cudaEventSynchronize(cudaEvent_t e) {
+  auto* event = reinterpret_cast<FakeEvent*>(e);
+  {
+    std::lock_guard lock(capture_mutex);
+    if (event->in_capture) {
+      invalidate(*event->in_capture, cudaErrorStreamCaptureUnsupported);
+      return fail(cudaErrorStreamCaptureUnsupported);
+    }
+  }
+  if (event->stream) run_until(event->stream, event->seq);
+  return cudaSuccess;
+}
+// No clock: every span lasts 0 ms (the trace's device lane, which only the real device tests).
+cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t, cudaEvent_t) {
+  *ms = 0;
+  return cudaSuccess;
+}
+
 cudaError_t cudaMalloc(void** p, size_t bytes) {
   char* block = static_cast<char*>(std::malloc(bytes ? bytes : 1));
   std::memset(block, 0xCD, bytes);
@@ -471,9 +491,13 @@ cudaError_t cudaFreeHost(void* p) { return release(p, false); }
 
 cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s) {
   if (bytes == 0) return cudaSuccess;
+  if (kind == cudaMemcpyDefault)  // unified addressing: the pointers say where they live
+    kind = fake_cuda_device_of(dst, bytes) >= 0
+               ? (fake_cuda_device_of(src, bytes) >= 0 ? cudaMemcpyDeviceToDevice : cudaMemcpyHostToDevice)
+               : (fake_cuda_device_of(src, bytes) >= 0 ? cudaMemcpyDeviceToHost : cudaMemcpyHostToHost);
   const bool dst_device = kind == cudaMemcpyHostToDevice || kind == cudaMemcpyDeviceToDevice;
   const bool src_device = kind == cudaMemcpyDeviceToHost || kind == cudaMemcpyDeviceToDevice;
-  if (kind == cudaMemcpyHostToHost || kind == cudaMemcpyDefault) return fail(cudaErrorInvalidValue);  // unused by spsd
+  if (kind == cudaMemcpyHostToHost) return fail(cudaErrorInvalidValue);  // unused by spsd
   if ((fake_cuda_device_of(dst, bytes) >= 0) != dst_device || (fake_cuda_device_of(src, bytes) >= 0) != src_device)
     return fail(cudaErrorInvalidValue);
   // Pinned host memory is read and written when the copy runs; pageable memory is not (below).
@@ -486,6 +510,13 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   }
   fake_cuda_enqueue(s, [=] { std::memmove(dst, src, bytes); });
   if (kind == cudaMemcpyDeviceToHost && pageable) run_all(stream_of(s));  // returns once copied, as in CUDA
+  return cudaSuccess;
+}
+
+// Synchronous: on the legacy stream, waited for (spsd uses it only outside captures).
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (cudaError_t err = cudaMemcpyAsync(dst, src, bytes, kind, nullptr); err != cudaSuccess) return err;
+  run_all(legacy_stream);
   return cudaSuccess;
 }
 
