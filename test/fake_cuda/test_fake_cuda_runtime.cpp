@@ -1,9 +1,10 @@
 // fake-cuda-runtime: DeviceRuntime::capture_graph (runtime/device.hpp; docs/cuda.md, "CUDA graphs
 // (device layer)") on the fake CUDA runtime and NCCL (fake_cudart.cpp, fake_nccl.cpp), i.e. the
 // device runtime's own part of a capture, which gpu-comm's case (f) does not reach:
-//   (1) one process (MPI backend, so the runtime picks NCCL over {0}): a fill, a collective
-//       queued on the communication worker (joined into the capture by the runtime's events) and a
-//       device copy of its result, captured once and replayed 3 times on new inputs; a block
+//   (1) one process (MPI backend, so the runtime picks NCCL over {0}): a fill, collectives and a
+//       copy on the communication stream queued on the worker (joined into the capture and back by
+//       the runtime's events) and a device copy of a result, captured once and replayed 3 times
+//       on new inputs; a block
 //       freed inside the capture stays allocated while the graph lives;
 //   (2) what the runtime refuses inside a capture (synchronize, a copy to the host, a capture in
 //       a capture), each ending the capture so that the runtime works afterwards;
@@ -95,7 +96,7 @@ Result replays() {
   spsd::Communicator& comm = rt.communicator({spsd::rank()});
   const int64_t n = 256;
   const auto block = [&] { return spsd::detail::allocate_device_block(n * 4); };
-  spsd::detail::DeviceBlock in = block(), reduced = block(), copied = block(), filled = block();
+  spsd::detail::DeviceBlock in = block(), reduced = block(), copied = block(), filled = block(), unpacked = block();
   upload(rt, copied.data, std::vector<float>(n, -777));
   const float seven = 7;
   const int64_t in_use_before = rt.allocator().stats().bytes_in_use;
@@ -104,6 +105,8 @@ Result replays() {
     queue("graph all_reduce", n * 4, [&] {
       comm.all_reduce(in.data, reduced.data, n, DType::kFloat32, ReduceOp::kSum);
       comm.all_reduce(filled.data, filled.data, n, DType::kFloat32, ReduceOp::kSum);
+      // On the communication stream (as boxing's unpack kernels): joined back by the runtime alone.
+      rt.copy_bytes(unpacked.data, DeviceType::kCUDA, reduced.data, DeviceType::kCUDA, n * 4);
     });
     spsd::detail::before_host_communication();  // what reading `reduced` waits for: the worker issued it
     rt.copy_bytes(copied.data, DeviceType::kCUDA, reduced.data, DeviceType::kCUDA, n * 4);
@@ -121,11 +124,12 @@ Result replays() {
     graph->launch();
     r.expect(download(rt, copied.data, n) == values(n, 0, it), concat("launch ", it, ": the queued all_reduce and copy"));
     r.expect(download(rt, filled.data, n) == std::vector<float>(n, 7), concat("launch ", it, ": the fill and its all_reduce"));
+    r.expect(download(rt, unpacked.data, n) == values(n, 0, it), concat("launch ", it, ": the worker's copy"));
   }
   graph.reset();
   r.expect(rt.allocator().stats().bytes_in_use == in_use_before, "the graph's held block was not freed with it");
   rt.synchronize();
-  for (spsd::detail::DeviceBlock* b : {&in, &reduced, &copied, &filled}) b->owner->free(b->data);
+  for (spsd::detail::DeviceBlock* b : {&in, &reduced, &copied, &filled, &unpacked}) b->owner->free(b->data);
   return r;
 }
 
