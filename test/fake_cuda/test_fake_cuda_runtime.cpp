@@ -30,6 +30,7 @@
 
 #include "comm/event.cuh"
 #include "runtime/context.hpp"
+#include "../common/wrong_error.hpp"
 
 namespace {
 
@@ -52,15 +53,7 @@ struct Result {
   void expect_error(const std::string& what, std::initializer_list<std::string_view> needles,
                     const std::function<void()>& body) {
     ++checks;
-    try {
-      body();
-    } catch (const spsd::Error& e) {
-      for (std::string_view needle : needles)
-        if (std::string_view(e.what()).find(needle) == std::string_view::npos)
-          return failures.push_back(concat(what, ": the error does not say '", needle, "': ", e.what()));
-      return;
-    }
-    failures.push_back(what + ": no error");
+    if (std::string wrong = spsd_test::wrong_error(needles, body); !wrong.empty()) failures.push_back(what + ": " + wrong);
   }
 };
 

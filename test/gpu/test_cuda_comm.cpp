@@ -67,6 +67,7 @@
 #include "comm/nccl_communicator.hpp"
 #include "runtime/stream_capture.hpp"
 #include "../common/cuda_devices.hpp"
+#include "../common/wrong_error.hpp"
 #if SPSD_FAKE_CUDA
 #include <chrono>
 #include <initializer_list>
@@ -323,6 +324,28 @@ std::vector<int64_t> iota(int64_t n) {
   return r;
 }
 
+// Runs body on n simulated ranks and adds up their tallies.
+Tally simulated(int n, const std::function<Tally()>& body) {
+  std::mutex mutex;
+  Tally all;
+  spsd::simulate(n, [&] {
+    Tally mine = body();
+    std::lock_guard lock(mutex);
+    all.add(mine);
+  });
+  return all;
+}
+
+// body(me, make) on n simulated ranks, rank k on device k, make giving NCCL over all of them.
+Tally on_nccl_ranks(int n, const std::function<Tally(int64_t, const Make&)>& body) {
+  return simulated(n, [&] {
+    const int64_t me = spsd::rank();
+    spsd::CommStats s;
+    auto members = spsd::detail::context(kOp).backend->create(iota(n), me, &s);
+    return body(me, [&](spsd::CommStats* stats, const auto& streams) { return nccl(iota(n), me, stats, streams, *members); });
+  });
+}
+
 // (e) 16-bit sums whose value depends on where they are rounded, on one member of an NCCL
 // communicator of n under the current HalfReduction. Member 0 holds s * eps / 4, member 1
 // s * (1 + eps), the others s (eps: the type's spacing at 1, 2^-7 for bfloat16, 2^-10 for
@@ -446,6 +469,18 @@ void report(const std::string& label, Tally& total, const std::function<Tally()>
   total.add(tally);
 }
 
+// One member of a graph case: its device made current, its two streams, the communicator under
+// test over them.
+struct GraphMember {
+  GraphMember(int device, const Make& make)
+      : compute((check_cuda(cudaSetDevice(device), kOp, concat("cudaSetDevice(", device, ")")), kOp)), comm(kOp),
+        streams{device, compute.get(), comm.get()}, c(make(&stats, streams)) {}
+  spsd::detail::Stream compute, comm;
+  const spsd::detail::DeviceStreams streams;
+  spsd::CommStats stats;
+  std::unique_ptr<Communicator> c;
+};
+
 // (f) CUDA graphs (runtime/stream_capture.hpp): a step of collectives (all_reduce, all_gather,
 // reduce_scatter, a bfloat16 all_reduce, which under kFloat32Wire widens and rounds around a
 // float32 NCCL call into scratch grown inside the capture) and a device copy, captured once on
@@ -453,11 +488,10 @@ void report(const std::string& label, Tally& total, const std::function<Tally()>
 // before each launch; every result is checked against the sum over the members computed here.
 // The capture itself must run nothing (the outputs keep their sentinel until the first launch).
 Tally graph_replays(const std::string& label, int device, int64_t n, int64_t me, const Make& make) {
-  check_cuda(cudaSetDevice(device), kOp, concat("cudaSetDevice(", device, ")"));
-  spsd::detail::Stream compute(kOp), comm(kOp);
-  const spsd::detail::DeviceStreams streams{device, compute.get(), comm.get()};
-  spsd::CommStats stats;
-  std::unique_ptr<Communicator> c = make(&stats, streams);
+  GraphMember member(device, make);
+  const spsd::detail::Stream& compute = member.compute;
+  const spsd::detail::DeviceStreams& streams = member.streams;
+  Communicator* c = member.c.get();
   const int64_t count = 300, block = 40, halves = 200;
   const float sentinel = -777;
   // Inputs of launch `it` on member m (salt by buffer and launch).
@@ -548,28 +582,16 @@ Tally graph_replays(const std::string& label, int device, int64_t n, int64_t me,
 void expect_error(Tally& t, const std::string& what, std::initializer_list<std::string_view> needles,
                   const std::function<void()>& body) {
   ++t.checks;
-  try {
-    body();
-  } catch (const spsd::Error& e) {
-    const std::string message = e.what();
-    for (std::string_view needle : needles)
-      if (message.find(needle) == std::string::npos)
-        return t.fail(concat(what, ": the error does not say '", needle, "': ", message));
-    return;
-  } catch (const std::exception& e) {
-    return t.fail(concat(what, ": not an spsd::Error: ", e.what()));
-  }
-  t.fail(concat(what, ": no error"));
+  if (std::string wrong = spsd_test::wrong_error(needles, body); !wrong.empty()) t.fail(concat(what, ": ", wrong));
 }
 
 // (f) Host-staged communication refuses a capture, on every member, before it touches a stream or
 // a peer (so none hangs), and works normally afterwards: the streams capture no more.
 Tally graph_refused(const std::string& label, int device, int64_t n, int64_t me, const Make& make) {
-  check_cuda(cudaSetDevice(device), kOp, concat("cudaSetDevice(", device, ")"));
-  spsd::detail::Stream compute(kOp), comm(kOp);
-  const spsd::detail::DeviceStreams streams{device, compute.get(), comm.get()};
-  spsd::CommStats stats;
-  std::unique_ptr<Communicator> c = make(&stats, streams);
+  GraphMember member(device, make);
+  const spsd::detail::Stream& compute = member.compute;
+  const spsd::detail::DeviceStreams& streams = member.streams;
+  Communicator* c = member.c.get();
   DeviceArray<float> buffer(values<float>(64, me, 1), compute.get());
   Tally t;
   const std::string where = concat(label, " rank ", me, ": ");
@@ -623,27 +645,31 @@ Tally capture_rules(int device) {
     check_cuda(cudaStreamSynchronize(s2.get()), kOp, "sync");
     if (word.read(s1.get())[0] != value) t.fail("capture rules: the streams do not work after " + after);
   };
+  const auto begin = [&] {
+    expect_cuda("BeginCapture", cudaStreamBeginCapture(s1.get(), cudaStreamCaptureModeRelaxed), cudaSuccess);
+  };
+  const auto fork = [&] {  // s2 joins the capture and zeroes the word
+    forked.record(s1.get(), kOp);
+    forked.make_wait(s2.get(), kOp);
+    check_cuda(cudaMemsetAsync(word.get(), 0, 4, s2.get()), kOp, "memset");
+  };
   cudaGraph_t graph = nullptr;
   // A synchronization inside the capture.
-  expect_cuda("BeginCapture", cudaStreamBeginCapture(s1.get(), cudaStreamCaptureModeRelaxed), cudaSuccess);
+  begin();
   expect_cuda("cudaStreamSynchronize of a capturing stream", cudaStreamSynchronize(s1.get()),
               cudaErrorStreamCaptureUnsupported);
   expect_cuda("EndCapture after a synchronization", cudaStreamEndCapture(s1.get(), &graph),
               cudaErrorStreamCaptureInvalidated);
   works("an invalidated capture");
   // A fork not joined back.
-  expect_cuda("BeginCapture", cudaStreamBeginCapture(s1.get(), cudaStreamCaptureModeRelaxed), cudaSuccess);
-  forked.record(s1.get(), kOp);
-  forked.make_wait(s2.get(), kOp);
-  check_cuda(cudaMemsetAsync(word.get(), 0, 4, s2.get()), kOp, "memset");
+  begin();
+  fork();
   expect_cuda("EndCapture with a fork not joined back", cudaStreamEndCapture(s1.get(), &graph),
               cudaErrorStreamCaptureUnjoined);
   works("an unjoined capture");
   // The same fork joined back: the work runs at the launch, not at the capture.
-  expect_cuda("BeginCapture", cudaStreamBeginCapture(s1.get(), cudaStreamCaptureModeRelaxed), cudaSuccess);
-  forked.record(s1.get(), kOp);
-  forked.make_wait(s2.get(), kOp);
-  check_cuda(cudaMemsetAsync(word.get(), 0, 4, s2.get()), kOp, "memset");
+  begin();
+  fork();
   joined.record(s2.get(), kOp);
   joined.make_wait(s1.get(), kOp);
   expect_cuda("EndCapture with the fork joined back", cudaStreamEndCapture(s1.get(), &graph), cudaSuccess);
@@ -662,14 +688,7 @@ Tally capture_rules(int device) {
                [&] { spsd::detail::capture_device_graph(streams, "graph body", [&] { s1.synchronize("graph body"); }, [] {}, {}, nullptr); });
   works("a refused synchronization");
   expect_error(t, "capture rules: a fork not joined back", {"graph fork", "not joined back into the compute stream"}, [&] {
-    spsd::detail::capture_device_graph(
-        streams, "graph fork",
-        [&] {
-          forked.record(s1.get(), kOp);
-          forked.make_wait(s2.get(), kOp);
-          check_cuda(cudaMemsetAsync(word.get(), 0, 4, s2.get()), kOp, "memset");
-        },
-        [] {}, {}, nullptr);
+    spsd::detail::capture_device_graph(streams, "graph fork", fork, [] {}, {}, nullptr);
   });
   works("an unjoined capture_device_graph");
   expect_error(t, "capture rules: the body throws", {"the body failed"}, [&] {
@@ -915,19 +934,9 @@ int main(int argc, char** argv) {
       const int n = std::min(devices, 3);
       const std::string label = concat("nccl ", m, ", simulate ", n, " ranks");
       report(label, total, [&] {
-        std::mutex mutex;
-        Tally all;
-        spsd::simulate(n, [&] {
-          const int64_t me = spsd::rank();
-          spsd::CommStats s;
-          auto members = spsd::detail::context(kOp).backend->create(iota(n), me, &s);
-          Tally mine = half_group(label, static_cast<int>(me), iota(n), me, [&](spsd::CommStats* stats, const auto& streams) {
-            return nccl(iota(n), me, stats, streams, *members);
-          });
-          std::lock_guard lock(mutex);
-          all.add(mine);
+        return on_nccl_ranks(n, [&](int64_t me, const Make& make) {
+          return half_group(label, static_cast<int>(me), iota(n), me, make);
         });
-        return all;
       });
     }
     if (world > 1 && !share) {
@@ -954,37 +963,22 @@ int main(int argc, char** argv) {
     const std::string label = concat("graphs, nccl, simulate ", n, " ranks");
     report(label, total, [&] {
       const HalfReductionScope setting(spsd::HalfReduction::kFloat32Wire);
-      std::mutex mutex;
-      Tally all;
-      spsd::simulate(n, [&] {
-        const int64_t me = spsd::rank();
-        spsd::CommStats s;
-        auto members = spsd::detail::context(kOp).backend->create(iota(n), me, &s);
-        Tally mine = graph_replays(label, static_cast<int>(me), n, me, [&](spsd::CommStats* stats, const auto& streams) {
-          return nccl(iota(n), me, stats, streams, *members);
-        });
-        std::lock_guard lock(mutex);
-        all.add(mine);
+      return on_nccl_ranks(n, [&](int64_t me, const Make& make) {
+        return graph_replays(label, static_cast<int>(me), n, me, make);
       });
-      return all;
     });
   }
   {
     const std::string label = "graphs, host-staged, simulate 4 ranks";
     report(label, total, [&] {
-      std::mutex mutex;
-      Tally all;
-      spsd::simulate(4, [&] {
+      return simulated(4, [&] {
         const int64_t me = spsd::rank();
         spsd::CommStats scratch;
-        Tally mine = graph_refused(label, static_cast<int>(me % devices), 4, me,
-                                   [&](spsd::CommStats* stats, const auto& streams) {
-                                     return host_staged(iota(4), me, stats, streams, &scratch);
-                                   });
-        std::lock_guard lock(mutex);
-        all.add(mine);
+        return graph_refused(label, static_cast<int>(me % devices), 4, me,
+                             [&](spsd::CommStats* stats, const auto& streams) {
+                               return host_staged(iota(4), me, stats, streams, &scratch);
+                             });
       });
-      return all;
     });
   }
   report(concat("graph capture rules, world rank ", rank), total, [&] { return capture_rules(device); });
