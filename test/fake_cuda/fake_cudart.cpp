@@ -1,5 +1,5 @@
 // Fake CUDA runtime (the subset of libcudart the device communicators call), for testing their
-// host-side logic on machines without a GPU. Linked instead of libcudart into fake-cuda-comm only.
+// host-side logic on machines without a GPU. Linked instead of libcudart into the fake-cuda tests only.
 //
 // What is faked, and how faithfully:
 // - Devices: SPSD_FAKE_CUDA_DEVICES of them (default 1; 0 gives cudaErrorNoDevice, as a machine
