@@ -33,4 +33,12 @@ inline void wait_for_inputs(const DeviceStreams& s, Event& scratch, std::string_
   scratch.make_wait(s.comm, op);
 }
 
+// Whether a CUDA graph capture (runtime/device_graph.hpp) is under way on the compute stream
+// (where captures begin; the comm stream joins them), invalidated ones included.
+inline bool capturing(const DeviceStreams& s, std::string_view op) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  check_cuda(cudaStreamIsCapturing(s.compute, &status), op, "cudaStreamIsCapturing");
+  return status != cudaStreamCaptureStatusNone;
+}
+
 }  // namespace spsd::detail

@@ -3,6 +3,9 @@
 // operation on the host communicator, and copies the results back on that stream. Synchronous by
 // construction (the host needs the data, and the pinned buffers are reused by the next call), but
 // it waits only for the comm stream, so kernels launched meanwhile keep the compute stream busy.
+// For the same reason it cannot be captured into a CUDA graph: every call, barrier included,
+// throws while the compute stream captures, before it touches a stream or a peer (every member
+// captures the same program, so every member throws; none waits for another).
 #include "host_staged_communicator.hpp"
 
 #include <cuda_runtime.h>
@@ -67,8 +70,10 @@ class HostStagedCommunicator final : public Communicator {
 
  private:
   // Each do_* first makes streams_.device current (so that no CUDA context is ever created on
-  // another device) and orders the comm stream after the inputs' kernels: begin().
+  // another device), refuses a graph capture, and orders the comm stream after the inputs'
+  // kernels: begin().
   void begin(const char* op);
+  void refuse_capture(const char* op);
   // Enqueues a copy on the comm stream.
   void enqueue_copy(void* dst, const void* src, int64_t elems, DType t, cudaMemcpyKind kind, const char* op);
   void synchronize(const char* op);
@@ -83,7 +88,14 @@ class HostStagedCommunicator final : public Communicator {
   Event inputs_written_;  // created at the first call, on the device
 };
 
+void HostStagedCommunicator::refuse_capture(const char* op) {
+  SPSD_CHECK(!capturing(streams_, op), op, "host-staged communication (ranks sharing a GPU, or no NCCL) cannot be "
+             "captured into a CUDA graph: it waits on the host for its copies (", to_string(), ", device ",
+             streams_.device, ")");
+}
+
 void HostStagedCommunicator::begin(const char* op) {
+  refuse_capture(op);
   if (!inputs_written_.get()) inputs_written_ = Event(op);
   wait_for_inputs(streams_, inputs_written_, op);
 }
@@ -208,7 +220,10 @@ void HostStagedCommunicator::do_send_recv(std::span<const SendSpec> sends, std::
   synchronize(op);
 }
 
-void HostStagedCommunicator::do_barrier() { host_->barrier(); }
+void HostStagedCommunicator::do_barrier() {
+  refuse_capture("barrier");
+  host_->barrier();
+}
 
 }  // namespace
 

@@ -13,6 +13,12 @@
 // communicator and raises Error there, naming the collective. Buffers need no extra care:
 // everything that may reuse a buffer runs on the compute stream after the completion event, or
 // on the comm stream after the collective.
+//
+// Inside a CUDA graph capture (runtime/device_graph.hpp) the same calls are recorded instead of
+// run: the events join the comm stream into the capture and back. Their completion events are
+// not kept (an event recorded in a capture never completes; the replay is the graph's launch),
+// and scratch that a capture used is never freed before the communicator goes (the graph keeps
+// its address): growing it then allocates anew and keeps the old buffer.
 #include "nccl_communicator.hpp"
 
 #include <nccl.h>
@@ -25,6 +31,7 @@
 #include <functional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "event.cuh"
 #include "half_wire.hpp"
@@ -91,25 +98,38 @@ class DeviceScratch {
   explicit DeviceScratch(int device) : device_(device) {}
   ~DeviceScratch() {
     if (data_) (void)cudaFree(data_);
+    for (void* p : kept_) (void)cudaFree(p);
   }
   DeviceScratch(const DeviceScratch&) = delete;
   DeviceScratch& operator=(const DeviceScratch&) = delete;
 
   bool holds(int64_t bytes) const { return bytes <= bytes_; }
-  void* get(int64_t bytes, std::string_view op) {
-    if (holds(bytes)) return data_;
-    ScopedDevice device(device_, op);
-    if (data_) check_cuda(cudaFree(std::exchange(data_, nullptr)), op, "cudaFree of the scratch buffer");
-    bytes_ = 0;
-    check_cuda(cudaMalloc(&data_, bytes), op, concat("cudaMalloc of ", bytes, " bytes of scratch"));
-    bytes_ = bytes;
+  // in_graph: a capture is under way (the buffer returned is then never freed before this goes;
+  // nor is any buffer returned during an earlier capture).
+  void* get(int64_t bytes, std::string_view op, bool in_graph) {
+    if (!holds(bytes)) grow(bytes, op, in_graph);
+    graphed_ = graphed_ || in_graph;
     return data_;
   }
 
  private:
+  void grow(int64_t bytes, std::string_view op, bool in_graph) {
+    ScopedDevice device(device_, op);
+    if (data_ && (graphed_ || in_graph))
+      kept_.push_back(std::exchange(data_, nullptr));  // a graph may still use it; cudaFree ends a capture
+    else if (data_)
+      check_cuda(cudaFree(std::exchange(data_, nullptr)), op, "cudaFree of the scratch buffer");
+    graphed_ = false;
+    bytes_ = 0;
+    check_cuda(cudaMalloc(&data_, bytes), op, concat("cudaMalloc of ", bytes, " bytes of scratch"));
+    bytes_ = bytes;
+  }
+
   int device_;
   void* data_ = nullptr;
   int64_t bytes_ = 0;
+  bool graphed_ = false;      // data_ was handed out during a capture
+  std::vector<void*> kept_;   // earlier buffers that graphs use, freed with this
 };
 
 class NcclCommunicator final : public Communicator {
@@ -328,9 +348,10 @@ void NcclCommunicator::drain() {
 
 void* NcclCommunicator::scratch(int64_t bytes, const char* op) {
   // Reusing it needs nothing (the comm stream runs collectives in order; a compute-stream write
-  // comes after the last one's completion event); growing frees the old buffer.
+  // comes after the last one's completion event); growing frees the old buffer (keeps it, in a
+  // capture: cudaFree there is illegal, and the graph goes on using it).
   if (!scratch_.holds(bytes)) drain();
-  return scratch_.get(bytes, op);
+  return scratch_.get(bytes, op, capturing(streams_, op));
 }
 
 void NcclCommunicator::run(const char* op, const std::function<void()>& calls, const std::function<void()>& after,
@@ -361,8 +382,11 @@ void NcclCommunicator::run(const char* op, const std::function<void()>& calls, c
       spare_events_.pop_back();
     }
     done.record(streams_.comm, op);
-    done.make_wait(streams_.compute, op);  // later kernels on compute read the results
-    pending_.push_back({op, std::move(done), deadline});
+    done.make_wait(streams_.compute, op);  // later kernels on compute read the results (joins a capture)
+    if (capturing(streams_, op))
+      spare_events_.push_back(std::move(done));  // recorded in a capture: it never completes
+    else
+      pending_.push_back({op, std::move(done), deadline});
   });
 }
 

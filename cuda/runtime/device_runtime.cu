@@ -1,9 +1,11 @@
 // A rank's CUDA device: bound as local_rank % device_count at the first use of a cuda placement,
 // with a compute and a communication stream, a caching allocator, and one device communicator
-// per rank set (NCCL when every member has its own GPU, host-staged otherwise).
+// per rank set (NCCL when every member has its own GPU, host-staged otherwise). No kernels here
+// (fill_words.cu has the fill), so the fake-CUDA tests link this file too (test/fake_cuda).
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdint>
 #include <cstring>
 #include <functional>
@@ -11,6 +13,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "../../src/runtime/context.hpp"
 #include "../../src/runtime/cuda_probe.hpp"
@@ -20,6 +24,8 @@
 #include "../comm/host_staged_communicator.hpp"
 #include "../comm/nccl_communicator.hpp"
 #include "device_trace.cuh"
+#include "fill_words.hpp"
+#include "stream_capture.hpp"
 #include "spsd/core/error.hpp"
 #include "spsd/runtime/runtime.hpp"
 #include "spsd/runtime/scheduler.hpp"
@@ -27,15 +33,6 @@
 namespace spsd::detail {
 
 namespace {
-
-// The one kernel of the runtime layer: factories' constant fills (zeros, ones, full) written on
-// the device instead of copied from the host.
-template <class Word>
-__global__ void fill_words(Word* dst, int64_t count, Word value) {
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < count;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    dst[i] = value;
-}
 
 class CudaRawMemory final : public RawDeviceMemory {
  public:
@@ -88,6 +85,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   }
 
   ~CudaDeviceRuntime() override {
+    alive_.reset();  // graphs that outlive this refuse to launch
     communicators_.clear();  // NCCL communicators before their streams
     cudaSetDevice(streams_.device);
     for (cudaStream_t s : {streams_.compute, streams_.comm})
@@ -122,9 +120,10 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     std::shared_ptr<Event> ready = take_event();
     ready->record(streams_.compute, "communication");
     const int64_t generation = allocator_->begin_generation();
-    return [this, name, bytes, generation, run = std::move(run), ready = std::move(ready)] {
+    const bool traced = trace_ && !capturing_;  // no spans in a graph: their events never complete
+    return [this, name, bytes, generation, traced, run = std::move(run), ready = std::move(ready)] {
       ready->make_wait(streams_.comm, "communication");
-      std::unique_ptr<DeviceMark> start = trace_ ? trace_->begin(streams_.comm) : nullptr;
+      std::unique_ptr<DeviceMark> start = traced ? trace_->begin(streams_.comm) : nullptr;
       {
         DeviceAllocator::DeferFrees held(*allocator_);
         // Destroyed before `held` releases its blocks, also when run throws: the compute stream
@@ -153,6 +152,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   }
 
   void synchronize() override {
+    refuse_in_capture("synchronize", "waiting on the host for the device");
     drain_communicators();
     compute_.synchronize("synchronize");
     comm_.synchronize("synchronize");
@@ -160,6 +160,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
 
   DeviceValueFlag value_flag() override {
     if (!flag_.found) {
+      refuse_in_capture("value flag", "making the flag (a synchronous copy)");
       ScopedDevice on(streams_.device, "value flag");
       void* found = nullptr;
       check_cuda(cudaHostAlloc(&found, sizeof(FoundValue), cudaHostAllocDefault), "value flag", "pinned record");
@@ -174,6 +175,8 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   }
 
   void copy_bytes(void* dst, DeviceType dst_device, const void* src, DeviceType src_device, int64_t bytes) override {
+    if (dst_device == DeviceType::kCPU || src_device == DeviceType::kCPU)
+      refuse_in_capture("copy", concat("copying ", bytes, " bytes ", to_string(src_device), " -> ", to_string(dst_device)));
     // Unified addressing lets the driver tell host from device pointers; ordered on the work stream.
     check_cuda(cudaMemcpyAsync(dst, src, static_cast<size_t>(bytes), cudaMemcpyDefault, work_stream()), "copy",
                concat("copying ", bytes, " bytes ", to_string(src_device), " -> ", to_string(dst_device)));
@@ -189,21 +192,7 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   }
 
   void fill_elements(void* dst, int64_t count, const void* value, int64_t value_bytes) override {
-    constexpr int kThreads = 256;
-    const unsigned blocks = static_cast<unsigned>(std::min<int64_t>((count + kThreads - 1) / kThreads, 1 << 16));
-    if (value_bytes == 8) {
-      uint64_t word;
-      std::memcpy(&word, value, 8);
-      fill_words<<<blocks, kThreads, 0, work_stream()>>>(static_cast<uint64_t*>(dst), count, word);
-    } else if (value_bytes == 4) {
-      uint32_t word;
-      std::memcpy(&word, value, 4);
-      fill_words<<<blocks, kThreads, 0, work_stream()>>>(static_cast<uint32_t*>(dst), count, word);
-    } else {  // 2: bfloat16, float16
-      uint16_t word;
-      std::memcpy(&word, value, 2);
-      fill_words<<<blocks, kThreads, 0, work_stream()>>>(static_cast<uint16_t*>(dst), count, word);
-    }
+    fill_words(dst, count, value, value_bytes, work_stream());
     check_cuda(cudaGetLastError(), "fill", concat("filling ", count, " elements of ", value_bytes, " bytes"));
   }
 
@@ -224,8 +213,36 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     return *communicators_.emplace(world_ranks, std::move(comm)).first->second;
   }
 
+  // The graph's held blocks: freed during the capture, used by its replays, freed with it.
+  struct GraphBlocks {
+    std::shared_ptr<DeviceAllocator> allocator;
+    std::vector<void*> blocks;
+    ~GraphBlocks() {
+      for (void* p : blocks) allocator->free(p);
+    }
+  };
+
+  std::unique_ptr<DeviceGraph> capture_graph(std::string_view op, const std::function<void()>& body) override {
+    SPSD_CHECK(!capturing_, op, "a CUDA graph capture (", capture_op_, ") is already under way on device ",
+               streams_.device, " (captures do not nest)");
+    drain_communicators();  // queued before: issued and done outside the graph, nothing left pending
+    auto held = std::make_shared<GraphBlocks>();
+    held->allocator = allocator_;
+    capture_op_ = std::string(op);
+    capturing_ = true;
+    allocator_->hold_frees(&held->blocks);
+    struct Done {
+      CudaDeviceRuntime& rt;
+      ~Done() {
+        rt.allocator_->hold_frees(nullptr);
+        rt.capturing_ = false;
+      }
+    } done{*this};
+    return capture_device_graph(streams_, op, body, [] { before_host_communication(); }, alive_, held);
+  }
+
   std::unique_ptr<DeviceMark> begin_compute_span() override {
-    return trace_ ? trace_->begin(streams_.compute) : nullptr;
+    return trace_ && !capturing_ ? trace_->begin(streams_.compute) : nullptr;
   }
   void end_compute_span(std::unique_ptr<DeviceMark> begin, TraceSpan span) override {
     if (trace_ && begin) trace_->end(std::move(begin), streams_.compute, std::move(span));
@@ -256,6 +273,14 @@ class CudaDeviceRuntime final : public DeviceRuntime {
     });
   }
 
+  // What needs the host to wait for the device, or host memory: refused while a graph captures
+  // (an illegal call would invalidate the capture; this names the culprit instead).
+  void refuse_in_capture(std::string_view op, std::string_view what) const {
+    if (capturing_)
+      throw_error(op, what, " cannot be captured into the CUDA graph of ", capture_op_,
+                  ": it waits on the host or reads or writes host memory");
+  }
+
   // Before the host waits on a stream: the compute stream may wait for collectives still in
   // flight, whose failure (a dead peer) must end in an Error within the timeout, not a hang. The
   // communication worker is idle first (this thread must not use a communicator alongside it).
@@ -279,6 +304,10 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   };
   std::shared_ptr<EventPool> event_pool_ = std::make_shared<EventPool>();
   std::unique_ptr<DeviceTrace> trace_;  // SPSD_TRACE only
+  // While capture_graph runs (set on the rank's thread, read on the worker's too).
+  std::atomic<bool> capturing_{false};
+  std::string capture_op_;
+  std::shared_ptr<const void> alive_ = std::make_shared<int>(0);  // expires first: graphs check it
   DeviceValueFlag flag_;                // value_flag(), made at its first use
 };
 

@@ -1,6 +1,6 @@
 // Fake NCCL (the subset of libnccl that the NCCL communicator calls), over threads of one process, for
 // testing that communicator's host-side logic without a GPU. Linked instead of libnccl into
-// fake-cuda-comm only; device memory and streams are those of fake_cudart.cpp.
+// the fake-cuda tests only; device memory and streams are those of fake_cudart.cpp.
 //
 // What is faked, and how faithfully:
 // - Communicators are nonblocking only (config.blocking must be 0, as spsd creates them):

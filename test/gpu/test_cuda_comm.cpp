@@ -14,6 +14,11 @@
 //       are rounded (half_sums), with the bytes counted. On one GPU only NCCL's single member
 //       runs (its widening and rounding kernels, a float32 NCCL call); the values that tell the
 //       settings apart need 3 or 4 members on their own GPUs (or the fake devices).
+//   (f) CUDA graphs (runtime/stream_capture.hpp): collectives and a device copy captured once and
+//       replayed 3 times on new inputs, on NCCL over {rank} (and, on the fake devices, over 3
+//       simulated ranks each with its own device); the fake also checks that host-staged
+//       communication refuses a capture on every member and works afterwards, and the capture
+//       rules (a synchronization in a capture, a fork not joined back, an error in the body).
 //
 // Fake device (SPSD_FAKE_CUDA=1 at compile time: test/fake_cuda/meson.build, tests fake-cuda-comm*):
 // the same program linked against fake libcudart/libnccl that run on the CPU (test/fake_cuda/), so
@@ -60,7 +65,9 @@
 #include "comm/gpu_identity.hpp"
 #include "comm/host_staged_communicator.hpp"
 #include "comm/nccl_communicator.hpp"
+#include "runtime/stream_capture.hpp"
 #include "../common/cuda_devices.hpp"
+#include "../common/wrong_error.hpp"
 #if SPSD_FAKE_CUDA
 #include <chrono>
 #include <initializer_list>
@@ -317,6 +324,28 @@ std::vector<int64_t> iota(int64_t n) {
   return r;
 }
 
+// Runs body on n simulated ranks and adds up their tallies.
+Tally simulated(int n, const std::function<Tally()>& body) {
+  std::mutex mutex;
+  Tally all;
+  spsd::simulate(n, [&] {
+    Tally mine = body();
+    std::lock_guard lock(mutex);
+    all.add(mine);
+  });
+  return all;
+}
+
+// body(me, make) on n simulated ranks, rank k on device k, make giving NCCL over all of them.
+Tally on_nccl_ranks(int n, const std::function<Tally(int64_t, const Make&)>& body) {
+  return simulated(n, [&] {
+    const int64_t me = spsd::rank();
+    spsd::CommStats s;
+    auto members = spsd::detail::context(kOp).backend->create(iota(n), me, &s);
+    return body(me, [&](spsd::CommStats* stats, const auto& streams) { return nccl(iota(n), me, stats, streams, *members); });
+  });
+}
+
 // (e) 16-bit sums whose value depends on where they are rounded, on one member of an NCCL
 // communicator of n under the current HalfReduction. Member 0 holds s * eps / 4, member 1
 // s * (1 + eps), the others s (eps: the type's spacing at 1, 2^-7 for bfloat16, 2^-10 for
@@ -440,27 +469,260 @@ void report(const std::string& label, Tally& total, const std::function<Tally()>
   total.add(tally);
 }
 
+// One member of a graph case: its device made current, its two streams, the communicator under
+// test over them.
+struct GraphMember {
+  GraphMember(int device, const Make& make)
+      : compute((check_cuda(cudaSetDevice(device), kOp, concat("cudaSetDevice(", device, ")")), kOp)), comm(kOp),
+        streams{device, compute.get(), comm.get()}, c(make(&stats, streams)) {}
+  spsd::detail::Stream compute, comm;
+  const spsd::detail::DeviceStreams streams;
+  spsd::CommStats stats;
+  std::unique_ptr<Communicator> c;
+};
+
+// (f) CUDA graphs (runtime/stream_capture.hpp): a step of collectives (all_reduce, all_gather,
+// reduce_scatter, a bfloat16 all_reduce, which under kFloat32Wire widens and rounds around a
+// float32 NCCL call into scratch grown inside the capture) and a device copy, captured once on
+// this member's streams, then launched 3 times with new inputs written into the same buffers
+// before each launch; every result is checked against the sum over the members computed here.
+// The capture itself must run nothing (the outputs keep their sentinel until the first launch).
+Tally graph_replays(const std::string& label, int device, int64_t n, int64_t me, const Make& make) {
+  GraphMember member(device, make);
+  const spsd::detail::Stream& compute = member.compute;
+  const spsd::detail::DeviceStreams& streams = member.streams;
+  Communicator* c = member.c.get();
+  const int64_t count = 300, block = 40, halves = 200;
+  const float sentinel = -777;
+  // Inputs of launch `it` on member m (salt by buffer and launch).
+  const auto input = [](int64_t elems, int64_t m, int64_t salt, int it) { return values<float>(elems, m, salt + 40 * it); };
+  DeviceArray<float> sum_in(input(count, me, 1, 0), compute.get()), sum_out(std::vector<float>(count, sentinel), compute.get());
+  DeviceArray<float> gather_in(input(block, me, 2, 0), compute.get()),
+      gather_out(std::vector<float>(n * block, sentinel), compute.get());
+  DeviceArray<float> scatter_in(input(n * block, me, 3, 0), compute.get()),
+      scatter_out(std::vector<float>(block, sentinel), compute.get());
+  const auto to_half = [](const std::vector<float>& v) {
+    std::vector<spsd::bfloat16> h;
+    for (float x : v) h.emplace_back(x);
+    return h;
+  };
+  DeviceArray<spsd::bfloat16> half_in(to_half(input(halves, me, 4, 0)), compute.get()),
+      half_out(to_half(std::vector<float>(halves, sentinel)), compute.get());
+  DeviceArray<float> copied(std::vector<float>(count, sentinel), compute.get());
+  // Scratch for the float32 wire made before the capture, too small for it: the capture grows it
+  // (keeping the old one: cudaFree would end the capture).
+  c->all_reduce(half_in.get(), half_out.get(), 10, DType::kBFloat16, ReduceOp::kSum);
+  c->drain();
+  const auto alive = std::make_shared<int>(0);
+  const std::unique_ptr<spsd::detail::DeviceGraph> graph = spsd::detail::capture_device_graph(
+      streams, "graph replays",
+      [&] {
+        c->all_reduce(sum_in.get(), sum_out.get(), count, DType::kFloat32, ReduceOp::kSum);
+        c->all_gather(gather_in.get(), gather_out.get(), block, DType::kFloat32);
+        c->reduce_scatter(scatter_in.get(), scatter_out.get(), block, DType::kFloat32, ReduceOp::kSum);
+        c->all_reduce(half_in.get(), half_out.get(), halves, DType::kBFloat16, ReduceOp::kSum);
+        check_cuda(cudaMemcpyAsync(copied.get(), sum_out.get(), count * sizeof(float), cudaMemcpyDeviceToDevice,
+                                   compute.get()),
+                   kOp, "device copy");
+      },
+      [] {}, alive, nullptr);
+  Tally t;
+  const std::string where = concat(label, " rank ", me, ": ");
+  const auto expect = [&](const std::string& what, const std::vector<float>& got, const std::vector<float>& want) {
+    ++t.checks;
+    auto [g, w] = std::mismatch(got.begin(), got.end(), want.begin());
+    if (g == got.end()) return;
+    ++t.wrong_data;
+    t.fail(concat(where, what, ": element ", g - got.begin(), " is ", *g, ", expected ", *w));
+  };
+  expect("after the capture, before a launch", sum_out.read(compute.get()), std::vector<float>(count, sentinel));
+  for (int it = 0; it < 3; ++it) {
+    if (it > 0) {  // new inputs, written where the graph reads them
+      const auto upload = [&](auto& array, const auto& host) {
+        check_cuda(cudaMemcpyAsync(array.get(), host.data(), host.size() * sizeof(host[0]), cudaMemcpyHostToDevice,
+                                   compute.get()),
+                   kOp, "upload");
+      };
+      upload(sum_in, input(count, me, 1, it));
+      upload(gather_in, input(block, me, 2, it));
+      upload(scatter_in, input(n * block, me, 3, it));
+      upload(half_in, to_half(input(halves, me, 4, it)));
+    }
+    graph->launch();
+    std::vector<float> sum(count, 0), gathered, scattered(block, 0), half_sum(halves, 0);
+    for (int64_t m = 0; m < n; ++m) {
+      const std::vector<float> a = input(count, m, 1, it), g = input(block, m, 2, it), r = input(n * block, m, 3, it),
+                               h = input(halves, m, 4, it);
+      for (int64_t i = 0; i < count; ++i) sum[i] += a[i];
+      gathered.insert(gathered.end(), g.begin(), g.end());
+      for (int64_t i = 0; i < block; ++i) scattered[i] += r[me * block + i];
+      for (int64_t i = 0; i < halves; ++i) half_sum[i] += h[i];  // small integers: exact in bfloat16
+    }
+    const std::string launch = concat("launch ", it, ": ");
+    expect(launch + "all_reduce", sum_out.read(compute.get()), sum);
+    expect(launch + "all_gather", gather_out.read(compute.get()), gathered);
+    expect(launch + "reduce_scatter", scatter_out.read(compute.get()), scattered);
+    std::vector<float> half_got;
+    for (spsd::bfloat16 x : half_out.read(compute.get())) half_got.push_back(static_cast<float>(x));
+    expect(launch + "bfloat16 all_reduce", half_got, half_sum);
+    expect(launch + "device copy", copied.read(compute.get()), sum);
+  }
+  // The streams capture no more, and the communicator works outside the graph as before.
+  c->all_reduce(sum_in.get(), sum_out.get(), count, DType::kFloat32, ReduceOp::kSum);
+  c->drain();
+  std::vector<float> again(count, 0);
+  for (int64_t m = 0; m < n; ++m)
+    for (int64_t i = 0; i < count; ++i) again[i] += input(count, m, 1, 2)[i];
+  expect("all_reduce after the replays", sum_out.read(compute.get()), again);
+  return t;
+}
+
+#if SPSD_FAKE_CUDA
+// Runs body, which must throw spsd::Error saying every needle; a failure otherwise.
+void expect_error(Tally& t, const std::string& what, std::initializer_list<std::string_view> needles,
+                  const std::function<void()>& body) {
+  ++t.checks;
+  if (std::string wrong = spsd_test::wrong_error(needles, body); !wrong.empty()) t.fail(concat(what, ": ", wrong));
+}
+
+// (f) Host-staged communication refuses a capture, on every member, before it touches a stream or
+// a peer (so none hangs), and works normally afterwards: the streams capture no more.
+Tally graph_refused(const std::string& label, int device, int64_t n, int64_t me, const Make& make) {
+  GraphMember member(device, make);
+  const spsd::detail::Stream& compute = member.compute;
+  const spsd::detail::DeviceStreams& streams = member.streams;
+  Communicator* c = member.c.get();
+  DeviceArray<float> buffer(values<float>(64, me, 1), compute.get());
+  Tally t;
+  const std::string where = concat(label, " rank ", me, ": ");
+  for (const char* call : {"all_reduce", "barrier"})
+    expect_error(t, where + call + " in a capture",
+                 {call, "host-staged communication (ranks sharing a GPU, or no NCCL) cannot be captured into a CUDA graph"},
+                 [&] {
+                   spsd::detail::capture_device_graph(
+                       streams, "graph refused",
+                       [&] {
+                         if (std::string_view(call) == "barrier") c->barrier();
+                         else c->all_reduce(buffer.get(), buffer.get(), 64, DType::kFloat32, ReduceOp::kSum);
+                       },
+                       [] {}, {}, nullptr);
+                 });
+  ++t.checks;
+  if (spsd::detail::capturing(streams, kOp)) t.fail(where + "the compute stream still captures after the refusal");
+  c->all_reduce(buffer.get(), buffer.get(), 64, DType::kFloat32, ReduceOp::kSum);
+  std::vector<float> sum(64, 0);
+  for (int64_t m = 0; m < n; ++m)
+    for (int64_t i = 0; i < 64; ++i) sum[i] += values<float>(64, m, 1)[i];
+  ++t.checks;
+  if (buffer.read(compute.get()) != sum) {
+    ++t.wrong_data;
+    t.fail(where + "all_reduce after the refused capture gives wrong data");
+  }
+  return t;
+}
+
+// (f) The capture rules the fake enforces as CUDA does, and capture_device_graph's error paths:
+// a synchronization inside a capture is refused and invalidates it; a stream that joined and was
+// not joined back fails the end of the capture; one joined back replays its work, at the launch
+// only; an error in the body ends the capture. After each, the streams run work as before.
+Tally capture_rules(int device) {
+  Tally t;
+  check_cuda(cudaSetDevice(device), kOp, "cudaSetDevice");
+  spsd::detail::Stream s1(kOp), s2(kOp);
+  const spsd::detail::DeviceStreams streams{device, s1.get(), s2.get()};
+  spsd::detail::Event forked(kOp), joined(kOp);
+  DeviceArray<int32_t> word(std::vector<int32_t>{5}, s1.get());
+  const auto expect_cuda = [&](const std::string& what, cudaError_t got, cudaError_t want) {
+    ++t.checks;
+    if (got != want) t.fail(concat("capture rules: ", what, " gives ", cudaGetErrorName(got), ", expected ", cudaGetErrorName(want)));
+    (void)cudaGetLastError();
+  };
+  const auto works = [&](const std::string& after) {  // both streams run work again
+    ++t.checks;
+    const int32_t value = static_cast<int32_t>(t.checks);
+    check_cuda(cudaMemsetAsync(word.get(), 0, 4, s2.get()), kOp, "memset");
+    check_cuda(cudaMemcpyAsync(word.get(), &value, 4, cudaMemcpyHostToDevice, s1.get()), kOp, "upload");
+    check_cuda(cudaStreamSynchronize(s2.get()), kOp, "sync");
+    if (word.read(s1.get())[0] != value) t.fail("capture rules: the streams do not work after " + after);
+  };
+  const auto begin = [&] {
+    expect_cuda("BeginCapture", cudaStreamBeginCapture(s1.get(), cudaStreamCaptureModeRelaxed), cudaSuccess);
+  };
+  const auto fork = [&] {  // s2 joins the capture and zeroes the word
+    forked.record(s1.get(), kOp);
+    forked.make_wait(s2.get(), kOp);
+    check_cuda(cudaMemsetAsync(word.get(), 0, 4, s2.get()), kOp, "memset");
+  };
+  cudaGraph_t graph = nullptr;
+  // A synchronization inside the capture.
+  begin();
+  expect_cuda("cudaStreamSynchronize of a capturing stream", cudaStreamSynchronize(s1.get()),
+              cudaErrorStreamCaptureUnsupported);
+  expect_cuda("EndCapture after a synchronization", cudaStreamEndCapture(s1.get(), &graph),
+              cudaErrorStreamCaptureInvalidated);
+  works("an invalidated capture");
+  // A fork not joined back.
+  begin();
+  fork();
+  expect_cuda("EndCapture with a fork not joined back", cudaStreamEndCapture(s1.get(), &graph),
+              cudaErrorStreamCaptureUnjoined);
+  works("an unjoined capture");
+  // The same fork joined back: the work runs at the launch, not at the capture.
+  begin();
+  fork();
+  joined.record(s2.get(), kOp);
+  joined.make_wait(s1.get(), kOp);
+  expect_cuda("EndCapture with the fork joined back", cudaStreamEndCapture(s1.get(), &graph), cudaSuccess);
+  ++t.checks;
+  if (word.read(s1.get())[0] == 0) t.fail("capture rules: the captured memset ran at the capture");
+  cudaGraphExec_t exec = nullptr;
+  expect_cuda("cudaGraphInstantiate", cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  (void)cudaGraphDestroy(graph);
+  expect_cuda("cudaGraphLaunch", cudaGraphLaunch(exec, s1.get()), cudaSuccess);
+  ++t.checks;
+  if (word.read(s1.get())[0] != 0) t.fail("capture rules: the launch did not run the joined stream's memset");
+  (void)cudaGraphExecDestroy(exec);
+  works("a launch");
+  // capture_device_graph's errors: each ends the capture.
+  expect_error(t, "capture rules: a synchronization in the body", {"graph body", "cudaErrorStreamCaptureUnsupported"},
+               [&] { spsd::detail::capture_device_graph(streams, "graph body", [&] { s1.synchronize("graph body"); }, [] {}, {}, nullptr); });
+  works("a refused synchronization");
+  expect_error(t, "capture rules: a fork not joined back", {"graph fork", "not joined back into the compute stream"}, [&] {
+    spsd::detail::capture_device_graph(streams, "graph fork", fork, [] {}, {}, nullptr);
+  });
+  works("an unjoined capture_device_graph");
+  expect_error(t, "capture rules: the body throws", {"the body failed"}, [&] {
+    spsd::detail::capture_device_graph(
+        streams, "graph throws",
+        [&] {
+          check_cuda(cudaMemsetAsync(word.get(), 0, 4, s1.get()), kOp, "memset");
+          spsd::detail::throw_error("test", "the body failed");
+        },
+        [] {}, {}, nullptr);
+  });
+  works("a body that threw");
+  expect_error(t, "capture rules: nested captures", {"graph outer", "captures do not nest"}, [&] {
+    spsd::detail::capture_device_graph(
+        streams, "graph outer",
+        [&] { spsd::detail::capture_device_graph(streams, "graph outer", [] {}, [] {}, {}, nullptr); }, [] {}, {},
+        nullptr);
+  });
+  works("a nested capture");
+  // A graph outliving what it was captured on refuses to launch.
+  auto alive = std::make_shared<int>(0);
+  auto orphan = spsd::detail::capture_device_graph(streams, "graph orphan", [] {}, [] {}, alive, nullptr);
+  alive.reset();
+  expect_error(t, "capture rules: a launch after the runtime went", {"graph orphan", "outlived the device runtime"},
+               [&] { orphan->launch(); });
+  return t;
+}
+#endif
+
 #if SPSD_FAKE_CUDA
 // (d) Fake device only: the paths that need NCCL or CUDA to misbehave on cue (fake_control.hpp).
 // The communicators made to hang or fail have one member (this thread), so they block no peer.
 Tally failure_paths(int devices) {
   Tally t;
-  const auto expect_error = [&](const std::string& what, std::initializer_list<std::string_view> needles,
-                                const std::function<void()>& body) {
-    ++t.checks;
-    try {
-      body();
-    } catch (const spsd::Error& e) {
-      const std::string message = e.what();
-      for (std::string_view needle : needles)
-        if (message.find(needle) == std::string::npos)
-          return t.fail(concat(what, ": the error does not say '", needle, "': ", message));
-      return;
-    } catch (const std::exception& e) {
-      return t.fail(concat(what, ": not an spsd::Error: ", e.what()));
-    }
-    t.fail(concat(what, ": no error"));
-  };
   const auto expect_aborts = [&](const std::string& what, int before, int more) {
     ++t.checks;
     if (fake_nccl_aborts() != before + more)
@@ -483,7 +745,7 @@ Tally failure_paths(int devices) {
   // Creation that never completes: bounded, aborted.
   int aborts = fake_nccl_aborts();
   fake_nccl_force_state(ncclInProgress);
-  expect_error("creation timeout", {"no completion within 0.1 s", "creating"}, [&] { make(); });
+  expect_error(t, "creation timeout", {"no completion within 0.1 s", "creating"}, [&] { make(); });
   fake_nccl_force_state(ncclSuccess);
   expect_aborts("creation timeout", aborts, 1);
 
@@ -495,13 +757,13 @@ Tally failure_paths(int devices) {
     all_reduce(*c);  // works before
     aborts = fake_nccl_aborts();
     fake_nccl_force_state(ncclInProgress);
-    expect_error("all_reduce timeout", {"all_reduce", "no completion within 0.1 s", "was aborted"}, [&] {
+    expect_error(t, "all_reduce timeout", {"all_reduce", "no completion within 0.1 s", "was aborted"}, [&] {
       all_reduce(*c);
       c->drain();
     });
     fake_nccl_force_state(ncclSuccess);
     expect_aborts("all_reduce timeout", aborts, 1);
-    expect_error("call after an abort", {"cannot be used", "aborted after an earlier failure", "no completion"},
+    expect_error(t, "call after an abort", {"cannot be used", "aborted after an earlier failure", "no completion"},
                  [&] { c->barrier(); });
   }
   // An asynchronous error while a collective is in flight: the next call raises it, naming that
@@ -511,7 +773,7 @@ Tally failure_paths(int devices) {
     aborts = fake_nccl_aborts();
     all_reduce(*c);
     fake_nccl_force_state(ncclRemoteError);
-    expect_error("error after a call", {"all_reduce", "NCCL reported remote process exited"},
+    expect_error(t, "error after a call", {"all_reduce", "NCCL reported remote process exited"},
                  [&] { c->broadcast(buffer.get(), 64, DType::kFloat32, 0); });
     fake_nccl_force_state(ncclSuccess);
     expect_aborts("error after a call", aborts, 1);
@@ -522,7 +784,7 @@ Tally failure_paths(int devices) {
     aborts = fake_nccl_aborts();
     fake_nccl_force_state(ncclRemoteError);
     const auto start = std::chrono::steady_clock::now();
-    expect_error("asynchronous error", {"broadcast", "NCCL reported remote process exited"},
+    expect_error(t, "asynchronous error", {"broadcast", "NCCL reported remote process exited"},
                  [&] { c->broadcast(buffer.get(), 64, DType::kFloat32, 0); });
     fake_nccl_force_state(ncclSuccess);
     ++t.checks;
@@ -534,7 +796,7 @@ Tally failure_paths(int devices) {
     auto c = make();
     aborts = fake_nccl_aborts();
     std::vector<float> host(64);
-    expect_error("host buffer", {"ncclAllReduce failed", "not memory of device"},
+    expect_error(t, "host buffer", {"ncclAllReduce failed", "not memory of device"},
                  [&] { c->all_reduce(host.data(), host.data(), 64, DType::kFloat32, ReduceOp::kSum); });
     expect_aborts("host buffer", aborts, 1);
   }
@@ -672,19 +934,9 @@ int main(int argc, char** argv) {
       const int n = std::min(devices, 3);
       const std::string label = concat("nccl ", m, ", simulate ", n, " ranks");
       report(label, total, [&] {
-        std::mutex mutex;
-        Tally all;
-        spsd::simulate(n, [&] {
-          const int64_t me = spsd::rank();
-          spsd::CommStats s;
-          auto members = spsd::detail::context(kOp).backend->create(iota(n), me, &s);
-          Tally mine = half_group(label, static_cast<int>(me), iota(n), me, [&](spsd::CommStats* stats, const auto& streams) {
-            return nccl(iota(n), me, stats, streams, *members);
-          });
-          std::lock_guard lock(mutex);
-          all.add(mine);
+        return on_nccl_ranks(n, [&](int64_t me, const Make& make) {
+          return half_group(label, static_cast<int>(me), iota(n), me, make);
         });
-        return all;
       });
     }
     if (world > 1 && !share) {
@@ -697,7 +949,39 @@ int main(int argc, char** argv) {
     }
   }
 
+  // (f) CUDA graphs: NCCL alone here (on a GPU too), over the fake devices, host-staged refused.
+  report(concat("graphs, nccl, world rank ", rank, " alone"), total, [&] {
+    const HalfReductionScope setting(spsd::HalfReduction::kFloat32Wire);
+    spsd::CommStats s;
+    auto alone = spsd::detail::context(kOp).backend->create({rank}, 0, &s);
+    return graph_replays(concat("graphs nccl {", rank, "}"), device, 1, 0,
+                         [&](spsd::CommStats* stats, const auto& streams) { return nccl({rank}, 0, stats, streams, *alone); });
+  });
 #if SPSD_FAKE_CUDA
+  if (devices >= 2) {
+    const int n = std::min(devices, 3);
+    const std::string label = concat("graphs, nccl, simulate ", n, " ranks");
+    report(label, total, [&] {
+      const HalfReductionScope setting(spsd::HalfReduction::kFloat32Wire);
+      return on_nccl_ranks(n, [&](int64_t me, const Make& make) {
+        return graph_replays(label, static_cast<int>(me), n, me, make);
+      });
+    });
+  }
+  {
+    const std::string label = "graphs, host-staged, simulate 4 ranks";
+    report(label, total, [&] {
+      return simulated(4, [&] {
+        const int64_t me = spsd::rank();
+        spsd::CommStats scratch;
+        return graph_refused(label, static_cast<int>(me % devices), 4, me,
+                             [&](spsd::CommStats* stats, const auto& streams) {
+                               return host_staged(iota(4), me, stats, streams, &scratch);
+                             });
+      });
+    });
+  }
+  report(concat("graph capture rules, world rank ", rank), total, [&] { return capture_rules(device); });
   report(concat("failure paths, world rank ", rank), total, [&] { return failure_paths(devices); });
 #endif
 

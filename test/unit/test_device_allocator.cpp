@@ -5,6 +5,7 @@
 
 #include <map>
 #include <set>
+#include <vector>
 
 #include <spsd/runtime/device_allocator.hpp>
 
@@ -156,4 +157,35 @@ TEST_CASE("device allocator: generations and deferred frees", "[device-allocator
   CHECK(a.stats().raw_allocations == 2);
   a.free(x);
   a.free(y);
+}
+
+// What DeviceRuntime::capture_graph relies on: blocks freed while a graph captures, on any thread
+// and through DeferFrees too, are held for the graph (still in use, never handed out again) and
+// go back to the free lists only when the graph frees them.
+TEST_CASE("device allocator: frees held for a CUDA graph", "[device-allocator]") {
+  int64_t live = 0;
+  DeviceAllocator a(std::make_unique<FakeDeviceMemory>(int64_t{1} << 40, &live));
+  void* before = a.allocate(1000);
+  std::vector<void*> held;
+  a.hold_frees(&held);
+  void* inside = a.allocate(1000);
+  CHECK(inside != before);
+  a.free(before);
+  {
+    DeviceAllocator::DeferFrees deferred(a);
+    a.free(inside);
+  }
+  CHECK(held == std::vector<void*>{before, inside});
+  CHECK(a.stats().bytes_in_use == 2 * 1024);
+  void* after = a.allocate(1000);  // a new block: the held ones are the graph's
+  CHECK(after != before);
+  CHECK(after != inside);
+  int local = 0;
+  CHECK_THAT(error_of([&] { a.free(&local); }), ContainsAll({"device free", "not allocated"}));
+  a.hold_frees(nullptr);
+  for (void* p : held) a.free(p);
+  a.free(after);
+  CHECK(a.stats().bytes_in_use == 0);
+  CHECK(a.allocate(1000) != nullptr);
+  CHECK(a.stats().cache_hits == 1);
 }

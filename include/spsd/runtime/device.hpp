@@ -13,6 +13,7 @@
 #include "spsd/comm/communicator.hpp"
 #include "spsd/layout/placement.hpp"
 #include "spsd/runtime/device_allocator.hpp"
+#include "spsd/runtime/device_graph.hpp"
 #include "spsd/runtime/trace.hpp"
 #include "spsd/runtime/value_errors.hpp"
 
@@ -59,6 +60,16 @@ class DeviceRuntime {
   // The communicator that moves device buffers among these world ranks (NCCL when every rank
   // has its own GPU, else host-staged over the host backend); cached per rank set.
   virtual Communicator& communicator(const std::vector<int64_t>& world_ranks) = 0;
+  // Captures the device work body enqueues on this rank (kernels, device copies and fills, NCCL
+  // collectives, run inline or by the communication worker) into a CUDA graph to replay
+  // (device_graph.hpp; what a body may do: docs/cuda.md, "CUDA graphs"). Communication queued
+  // before is issued and waited for first, outside the graph; what body queues is issued before
+  // the capture ends. Device blocks freed while it captures stay allocated as long as the graph
+  // (its replays use them). Throws spsd::Error naming op when body does what cannot be captured
+  // (host-staged communication, a host synchronization, a copy to or from host memory), or
+  // rethrows what body threw; the capture is then ended and discarded, and the streams and
+  // communicators work as before.
+  virtual std::unique_ptr<DeviceGraph> capture_graph(std::string_view op, const std::function<void()>& body) = 0;
   // The trace's spans on the compute stream (SPSD_TRACE; only called while tracing): begin
   // records a timing event on it now, end records another and keeps span, whose times
   // resolve_trace_spans reads from the two (waiting for them) when the trace is written.

@@ -137,8 +137,16 @@ class DeviceAllocator {
     return p;
   }
 
-  // Returns a block to its free list (or to the thread's DeferFrees). p must come from
-  // allocate() of this allocator.
+  // While `into` is set (null: no more), blocks freed on any thread go there instead of to the
+  // free lists, still counted in use: a CUDA graph being captured keeps every block its work
+  // used, since its replays write them (runtime/device_graph.hpp); it frees them when it goes.
+  void hold_frees(std::vector<void*>* into) {
+    std::lock_guard lock(mutex_);
+    graph_held_ = into;
+  }
+
+  // Returns a block to its free list (or to the thread's DeferFrees, or hold_frees). p must
+  // come from allocate() of this allocator.
   void free(void* p) {
     if (!p) return;
     if (tls_deferred_ && &tls_deferred_->allocator_ == this) {
@@ -146,6 +154,12 @@ class DeviceAllocator {
       return;
     }
     std::lock_guard lock(mutex_);
+    if (graph_held_) {
+      SPSD_CHECK(sizes_.count(p) != 0, "device free", "pointer ", p, " was not allocated by the allocator of ",
+                 raw_->name(), " (or was freed twice)");
+      graph_held_->push_back(p);
+      return;
+    }
     auto it = sizes_.find(p);
     SPSD_CHECK(it != sizes_.end(), "device free", "pointer ", p, " was not allocated by the allocator of ",
                raw_->name(), " (or was freed twice)");
@@ -212,6 +226,7 @@ class DeviceAllocator {
   std::map<void*, int64_t> sizes_;
   DeviceAllocatorStats stats_;
   int64_t generation_ = 0;
+  std::vector<void*>* graph_held_ = nullptr;  // hold_frees
   static inline thread_local int64_t tls_freed_before_ = kAnyGeneration;
   static inline thread_local DeferFrees* tls_deferred_ = nullptr;
 };
