@@ -95,11 +95,26 @@ Tape& CompiledTapes::commit(const std::string& key, std::unique_ptr<Tape> tape) 
       ++boxings;
     }
   }
+  std::string replay_text = "  replay: op by op (";
+  if (!tape->device_only()) replay_text += "steps on cpu placements: CUDA graphs are for a tape all on cuda ones)\n";
+  else if (!options_.cuda_graph) replay_text += "cuda_graph off)\n";
+  else {
+    size_t runs = 0;  // runs of entries between host steps: one graph each
+    bool in_run = false;
+    for (const Tape::Entry& e : tape->entries()) {
+      const bool host = e.kind == Tape::Entry::Kind::kHost;
+      runs += !host && !in_run;
+      in_run = !host;
+    }
+    replay_text = concat("  replay: as ", runs, " CUDA graph", runs == 1 ? "" : "s",
+                         " (the runs of entries between host steps), captured at the second replay; the first "
+                         "replays op by op\n");
+  }
   c.identity = std::make_shared<const OpIdentity>("compiled step(" + key + ")");
   c.explanation = concat("compiled step for ", key, "\n  ", tape->entries().size(), " entries: ", kernels, " kernels, ",
                          boxings, " boxings, ", hosts, " host steps, ", gradients, " gradients set; pool ",
                          tape->pool_bytes(), " B on rank ", rank(), "; ", tape->external_count(),
-                         " tensors made before the step, bound at capture\n", search_text,
+                         " tensors made before the step, bound at capture\n", replay_text, search_text,
                          "  bytes sent per step, busiest rank: ", compiled.max_sent, " (eager's choices: ", eager.max_sent,
                          "); all ranks: ", compiled.total_sent, " (eager: ", eager.total_sent, ")\n", entry_lines(*tape));
   c.tape = std::move(tape);
@@ -118,7 +133,17 @@ std::vector<GlobalData> CompiledTapes::replay(Tape& tape, std::span<const std::s
   note_op(world, c.identity);
   for (const std::vector<int64_t>& ranks : c.data_checks)
     if (ranks != world) note_op(ranks, c.identity);
-  std::vector<GlobalData> outputs = tape.replay(arguments);
+  std::vector<GlobalData> outputs;
+  if (options_.cuda_graph && tape.replays() > 0 && tape.device_only()) {
+    try {
+      outputs = tape.replay_as_graphs(arguments);
+    } catch (const Error& e) {
+      throw_error("compile", "replaying as CUDA graphs: ", e.what(),
+                  " (CompileOptions::cuda_graph = false replays op by op)");
+    }
+  } else {
+    outputs = tape.replay(arguments);
+  }
   for (const std::vector<int64_t>& ranks : c.data_checks) check_ops(ranks);
   return outputs;
 }

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <map>
 
+#include "spsd/runtime/device.hpp"
+
 namespace spsd::detail {
 
 void Tape::begin_capture() {
@@ -159,52 +161,166 @@ int64_t Tape::external_count() const {
   return std::count_if(values_.begin(), values_.end(), [](const Value& v) { return v.origin == Value::Origin::kExternal; });
 }
 
-std::vector<GlobalData> Tape::replay(std::span<const std::shared_ptr<Storage>> arguments) {
-  for (size_t i = 0; i < arguments_.size(); ++i) values_[arguments_[i]].storage = arguments[i];
-  replay_set_.clear();
-  struct Release {  // results and arguments go when the replay ends, also when it throws
-    Tape& t;
-    ~Release() {
-      for (Value& v : t.values_)
-        if (v.origin != Value::Origin::kExternal) v.storage.reset();
+void Tape::run_entry(size_t k) {
+  Entry& e = entries_[k];
+  switch (e.kind) {
+    case Entry::Kind::kStep: {
+      scratch_.clear();
+      for (int id : e.inputs) scratch_.push_back(id >= 0 ? values_[id].storage : nullptr);
+      std::shared_ptr<Storage> out = e.step->run(scratch_, e.output >= 0 ? values_[e.output].buffer : nullptr);
+      if (e.output >= 0) values_[e.output].storage = std::move(out);
+      break;
     }
-  } release{*this};
-  for (size_t k = 0; k < entries_.size(); ++k) {
-    Entry& e = entries_[k];
-    switch (e.kind) {
-      case Entry::Kind::kStep: {
-        scratch_.clear();
-        for (int id : e.inputs) scratch_.push_back(id >= 0 ? values_[id].storage : nullptr);
-        std::shared_ptr<Storage> out = e.step->run(scratch_, e.output >= 0 ? values_[e.output].buffer : nullptr);
-        if (e.output >= 0) values_[e.output].storage = std::move(out);
-        break;
-      }
-      case Entry::Kind::kHost:
-        e.host();
-        break;
-      case Entry::Kind::kGradient: {
-        // Set to this replay's value, as backward did at capture; a gradient this replay did not
-        // set would be added to by eager, which the tape cannot do.
-        AutogradMeta& meta = *e.meta;
-        const bool own = std::find(replay_set_.begin(), replay_set_.end(), &meta) != replay_set_.end();
-        SPSD_CHECK(!meta.grad || own, "compile", "a parameter's gradient ", describe(*e.gradient),
-                   " was not cleared before this call, so eager would add to it; a compiled step sets it afresh: "
-                   "call zero_grad() inside the step, or before each call");
-        GlobalData g = *e.gradient;
-        if (e.output >= 0) g.local = values_[e.output].storage;
-        meta.grad = std::move(g);
-        if (!own) replay_set_.push_back(&meta);
-        break;
-      }
-    }
-    // Intermediate results go after their last reader (their pool buffer stays).
-    for (int id : e.inputs)
-      if (id >= 0 && values_[id].last_use == k && !values_[id].escapes && values_[id].origin == Value::Origin::kResult)
-        values_[id].storage.reset();
+    case Entry::Kind::kHost:
+      e.host();
+      break;
+    case Entry::Kind::kGradient:
+      set_gradient(e);
+      break;
   }
+}
+
+void Tape::set_gradient(Entry& e) {
+  // Set to this replay's value, as backward did at capture; a gradient this replay did not set
+  // would be added to by eager, which the tape cannot do.
+  AutogradMeta& meta = *e.meta;
+  const bool own = std::find(replay_set_.begin(), replay_set_.end(), &meta) != replay_set_.end();
+  SPSD_CHECK(!meta.grad || own, "compile", "a parameter's gradient ", describe(*e.gradient),
+             " was not cleared before this call, so eager would add to it; a compiled step sets it afresh: "
+             "call zero_grad() inside the step, or before each call");
+  GlobalData g = *e.gradient;
+  if (e.output >= 0) g.local = values_[e.output].storage;
+  meta.grad = std::move(g);
+  if (!own) replay_set_.push_back(&meta);
+}
+
+void Tape::release_inputs(size_t k) {
+  // Intermediate results go after their last reader (their pool buffer stays).
+  for (int id : entries_[k].inputs)
+    if (id >= 0 && values_[id].last_use == k && !values_[id].escapes && values_[id].origin == Value::Origin::kResult)
+      values_[id].storage.reset();
+}
+
+std::vector<GlobalData> Tape::bound_outputs() const {
   std::vector<GlobalData> outputs = output_types_;
   for (size_t i = 0; i < outputs.size(); ++i)
     if (outputs_[i] >= 0) outputs[i].local = values_[outputs_[i]].storage;
+  return outputs;
+}
+
+namespace {
+// Results and arguments go when a replay ends, also when it throws (the graphs keep their own).
+struct ReleaseBound {
+  std::vector<Tape::Value>& values;
+  ~ReleaseBound() {
+    for (Tape::Value& v : values)
+      if (v.origin != Tape::Value::Origin::kExternal) v.storage.reset();
+  }
+};
+}  // namespace
+
+std::vector<GlobalData> Tape::replay(std::span<const std::shared_ptr<Storage>> arguments) {
+  ++replays_;
+  for (size_t i = 0; i < arguments_.size(); ++i) values_[arguments_[i]].storage = arguments[i];
+  replay_set_.clear();
+  const ReleaseBound release{values_};
+  for (size_t k = 0; k < entries_.size(); ++k) {
+    run_entry(k);
+    release_inputs(k);
+  }
+  return bound_outputs();
+}
+
+// ---- replay as CUDA graphs ----
+
+struct Tape::Graphs {
+  struct Segment {
+    size_t begin, end;  // entries [begin, end): no host step among them
+    std::unique_ptr<DeviceGraph> graph;
+  };
+  std::vector<Segment> segments;
+  std::vector<std::shared_ptr<Storage>> inputs;  // per argument: the buffer the graphs read it from
+  // Per value: the storage its result had at the capture, where it outlived its segment (the
+  // graphs write it again; results freed inside a capture the allocator keeps for the graph).
+  std::vector<std::shared_ptr<Storage>> kept;
+};
+
+Tape::Tape() = default;
+Tape::~Tape() = default;
+
+bool Tape::device_only() const {
+  bool any = false;
+  for (const Entry& e : entries_)
+    if (e.kind == Entry::Kind::kStep) {
+      if (e.step->output_device() != DeviceType::kCUDA) return false;
+      any = true;
+    }
+  return any;
+}
+
+size_t Tape::graph_count() const { return graphs_ ? graphs_->segments.size() : 0; }
+
+std::vector<GlobalData> Tape::replay_as_graphs(std::span<const std::shared_ptr<Storage>> arguments) {
+  ++replays_;
+  replay_set_.clear();
+  const ReleaseBound release{values_};
+  // The arguments go into the graphs' input buffers (their addresses are in the graphs).
+  const bool capture = graphs_ == nullptr;
+  auto graphs = capture ? std::make_unique<Graphs>() : nullptr;
+  Graphs& g = capture ? *graphs : *graphs_;
+  for (size_t i = 0; i < arguments_.size(); ++i) {
+    const std::shared_ptr<Storage>& piece = arguments[i];
+    if (capture) g.inputs.push_back(piece ? Storage::allocate_uninitialized(piece->bytes(), piece->device_type()) : nullptr);
+    const std::shared_ptr<Storage>& input = g.inputs[i];
+    SPSD_CHECK((piece == nullptr) == (input == nullptr) && (!piece || piece->bytes() == input->bytes()), "compile",
+               "argument ", i, " has a piece of ", piece ? piece->bytes() : 0, " bytes, the graphs' buffer ",
+               input ? input->bytes() : 0);
+    if (piece) copy_bytes(input->data(), input->device_type(), piece->data(), piece->device_type(), piece->bytes());
+    values_[arguments_[i]].storage = input;
+  }
+  if (capture) {
+    g.kept.resize(values_.size());
+    for (size_t k = 0; k < entries_.size();) {
+      if (entries_[k].kind == Entry::Kind::kHost) {
+        run_entry(k);
+        ++k;
+        continue;
+      }
+      size_t end = k;
+      while (end < entries_.size() && entries_[end].kind != Entry::Kind::kHost) ++end;
+      std::unique_ptr<DeviceGraph> graph = device_runtime("compile").capture_graph("compile", [&] {
+        for (size_t j = k; j < end; ++j) {
+          run_entry(j);
+          release_inputs(j);
+        }
+      });
+      graph->launch();  // a capture records the work without running it: this call's is run now
+      g.segments.push_back({k, end, std::move(graph)});
+      for (size_t v = 0; v < values_.size(); ++v)  // results alive after it: their buffers are the graph's
+        if (values_[v].origin == Value::Origin::kResult && values_[v].storage) g.kept[v] = values_[v].storage;
+      k = end;
+    }
+    graphs_ = std::move(graphs);
+  } else {
+    for (size_t v = 0; v < values_.size(); ++v)
+      if (g.kept[v]) values_[v].storage = g.kept[v];
+    size_t k = 0;
+    for (const Graphs::Segment& segment : g.segments) {
+      for (; k < segment.begin; ++k) run_entry(k);  // host steps
+      segment.graph->launch();
+      for (k = segment.begin; k < segment.end; ++k)
+        if (entries_[k].kind == Entry::Kind::kGradient) set_gradient(entries_[k]);
+    }
+    for (; k < entries_.size(); ++k) run_entry(k);
+  }
+  // The outputs leave in storage of their own: the next call's graphs overwrite theirs.
+  std::vector<GlobalData> outputs = bound_outputs();
+  for (GlobalData& o : outputs)
+    if (o.local) {
+      auto copy = Storage::allocate_uninitialized(o.local->bytes(), o.local->device_type());
+      copy_bytes(copy->data(), copy->device_type(), o.local->data(), o.local->device_type(), o.local->bytes());
+      o.local = std::move(copy);
+    }
   return outputs;
 }
 

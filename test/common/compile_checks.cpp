@@ -16,11 +16,12 @@ const examples::Corpus& compile_corpus() {
 
 template <class C>
 CompiledRun gpt_compiled_run(const std::string& mode, const std::vector<int64_t>& ranks, int steps, bool compiled,
-                             spsd::CompileOptions options, GptSize size, const std::optional<spsd::nn::Plan>& given) {
+                             spsd::CompileOptions options, GptSize size, const std::optional<spsd::nn::Plan>& given,
+                             const std::string& device) {
   using namespace spsd;
   const examples::Corpus& text = compile_corpus();
   const nn::Plan plan = given ? *given : examples::gpt_plan(mode);
-  const Placement placement = examples::gpt_placement(mode, ranks, "cpu");
+  const Placement placement = examples::gpt_placement(mode, ranks, device);
   const NdSbp tokens = nn::input_layout(plan);
   const examples::GptConfig config{text.vocab_size(), size.context, size.dim, /*heads=*/4, /*layers=*/1,
                                    /*dropout=*/0, /*tied=*/false};
@@ -56,16 +57,18 @@ CompiledRun gpt_compiled_run(const std::string& mode, const std::vector<int64_t>
 }
 
 template CompiledRun gpt_compiled_run<float>(const std::string&, const std::vector<int64_t>&, int, bool,
-                                             spsd::CompileOptions, GptSize, const std::optional<spsd::nn::Plan>&);
+                                             spsd::CompileOptions, GptSize, const std::optional<spsd::nn::Plan>&,
+                                             const std::string&);
 template CompiledRun gpt_compiled_run<spsd::bfloat16>(const std::string&, const std::vector<int64_t>&, int, bool,
-                                                      spsd::CompileOptions, GptSize, const std::optional<spsd::nn::Plan>&);
+                                                      spsd::CompileOptions, GptSize, const std::optional<spsd::nn::Plan>&,
+                                                      const std::string&);
 
 spsd::nn::SearchedPlan search_gpt_plan(const std::string& mode, const std::vector<int64_t>& ranks,
                                        const spsd::nn::Plan& plan, const spsd::nn::PlanSearchOptions& options,
                                        GptSize size) {
   using namespace spsd;
   const examples::Corpus& text = compile_corpus();
-  const Placement placement = examples::gpt_placement(mode, ranks, "cpu");
+  const Placement placement = examples::gpt_placement(mode, ranks, device);
   const examples::GptConfig config{text.vocab_size(), size.context, size.dim, /*heads=*/4, /*layers=*/1,
                                    /*dropout=*/0, /*tied=*/false};
   examples::Gpt<float> model(config, {placement, 5000});

@@ -25,11 +25,13 @@ struct GptSize {
 
 // Trains in mode ("data", "tensor", "2d", "sequence") on ranks; C: the compute type (float or
 // bfloat16, float masters). compiled: through spsd::compile with options. plan: instead of the
-// mode's (on the mode's placement). Collective over the world.
+// mode's (on the mode's placement). device: the placements' ("cpu" or "cuda"). Collective over
+// the world.
 template <class C>
 CompiledRun gpt_compiled_run(const std::string& mode, const std::vector<int64_t>& ranks, int steps, bool compiled,
                              spsd::CompileOptions options = {}, GptSize size = {},
-                             const std::optional<spsd::nn::Plan>& plan = std::nullopt);
+                             const std::optional<spsd::nn::Plan>& plan = std::nullopt,
+                             const std::string& device = "cpu");
 
 // nn::search_plan on that GPT in plan on mode's placement, one step captured. Collective.
 spsd::nn::SearchedPlan search_gpt_plan(const std::string& mode, const std::vector<int64_t>& ranks,

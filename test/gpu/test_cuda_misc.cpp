@@ -5,7 +5,8 @@
 // without a host wait, raised on every rank; the results issue 38 fixed against PyTorch, on cuda
 // (argmax/argmin of rows of only -inf/+inf split with an empty piece, var with N - correction = 0
 // on a split axis, pow's gradient where the exponent is 0); a pipelined step on cuda stages
-// equal to one process's on cuda (pipeline_checks.hpp, issue 39). On this process's ranks and, when run
+// equal to one process's on cuda (pipeline_checks.hpp, issue 39); a compiled step as CUDA graphs
+// (issue 41). On this process's ranks and, when run
 // alone, on 2 and 4 simulated ranks sharing the GPU. Exits 77 (meson: SKIP) only where the
 // machine has no CUDA device (cuda_devices.hpp).
 #include <cmath>
@@ -13,6 +14,7 @@
 #include <limits>
 
 #include "../sim/sim_helpers.hpp"
+#include "compile_checks.hpp"
 #include "custom/bias_gelu.hpp"
 #include "cuda_devices.hpp"
 #include "misc_suite.hpp"
@@ -96,6 +98,38 @@ void check_out_of_range_on_cuda(Failures& f) {
   }
 }
 
+// A compiled step on cuda placements replays as CUDA graphs (docs/compile.md, "CUDA graphs"): the
+// character GPT trained 6 Adam steps, compiled (captured at the third call, the graphs launched
+// from the fourth) and eagerly: where the ranks communicate through NCCL or not at all (one
+// rank), the same losses and parameters bit for bit, and explain() names the graphs; where
+// communication is host-staged (simulated ranks, processes sharing the GPU), the second replay is
+// refused with an Error on every rank, and cuda_graph = false replays op by op, equal to eager.
+void check_compiled_graphs(Failures& f) {
+  std::vector<int64_t> ranks(world_size());
+  for (int64_t r = 0; r < world_size(); ++r) ranks[r] = r;
+  using spsd_test::gpt_compiled_run;
+  const auto eager = gpt_compiled_run<float>("data", ranks, 6, false, {}, {}, std::nullopt, "cuda");
+  const auto same = [&](const std::string& what, const spsd_test::CompiledRun& run) {
+    if (run.losses != eager.losses) f.add("compiled on cuda, " + what + ": losses differ from eager's");
+    if (run.parameters != eager.parameters) f.add("compiled on cuda, " + what + ": parameters differ from eager's");
+  };
+  if (world_size() == 1) {
+    const auto graphs = gpt_compiled_run<float>("data", ranks, 6, true, {}, {}, std::nullopt, "cuda");
+    same("CUDA graphs", graphs);
+    if (graphs.explanation.find("CUDA graph") == std::string::npos)
+      f.add("compiled on cuda: explain() does not say the step replays as CUDA graphs:\n" + graphs.explanation);
+    return;
+  }
+  try {
+    (void)gpt_compiled_run<float>("data", ranks, 6, true, {}, {}, std::nullopt, "cuda");
+    f.add("compiled on cuda, host-staged: no error at the graphs' capture");
+  } catch (const Error& e) {
+    if (std::string(e.what()).find("cannot be captured") == std::string::npos)
+      f.add(std::string("compiled on cuda, host-staged: unexpected error: ") + e.what());
+  }
+  same("op by op", gpt_compiled_run<float>("data", ranks, 6, true, {.cuda_graph = false}, {}, std::nullopt, "cuda"));
+}
+
 void run_all(Failures& f) {
   spsd_test::run_item_suite(f, "cuda");
   spsd_test::run_distribute_suite(f, "cuda");
@@ -104,6 +138,7 @@ void run_all(Failures& f) {
   check_results_against_pytorch(f);
   const int pipelined = spsd_test::run_pipeline_checks(f, /*quick=*/true, "cuda");
   if (pipelined == 0) f.add("pipeline on cuda: no case ran");
+  check_compiled_graphs(f);
 }
 }  // namespace
 

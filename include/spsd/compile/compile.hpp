@@ -45,7 +45,7 @@ namespace spsd {
 // How spsd::compile captures and replays (docs/compile.md).
 struct CompileOptions {
   bool search_layouts = true;       // choose every op's signature jointly (false: eager's choices)
-  bool cuda_graph = true;           // on cuda placements, replay as one CUDA graph: not read yet (replays run op by op; docs/compile.md)
+  bool cuda_graph = true;           // on cuda placements, replay as CUDA graphs, one per run between host steps (docs/compile.md)
   int64_t memory_budget_bytes = 0;  // per rank, for the search; 0: no budget
   // The device whose cost model prices the search (work and boxing), where not the placements'
   // own: e.g. a dry run on cpu placements planning for GPUs (docs/compile.md).

@@ -60,10 +60,30 @@ class Tape final : public StepRecorder {
   void record_gradient(const std::shared_ptr<AutogradMeta>& meta) override;
   void check_gradient_fresh(const AutogradMeta& meta) override;
 
+  Tape();
+  ~Tape() override;
+
   // ---- replay ----
   // Runs the tape on these argument pieces; returns the outputs (as given to end_capture, with
   // this replay's pieces).
   std::vector<GlobalData> replay(std::span<const std::shared_ptr<Storage>> arguments);
+  // How many times the tape was replayed (either way).
+  int64_t replays() const { return replays_; }
+
+  // ---- replay as CUDA graphs (docs/compile.md, "CUDA graphs") ----
+  // Whether every step of the tape runs on a cuda placement (and there is one): then it can
+  // replay as CUDA graphs.
+  bool device_only() const;
+  // replay, as CUDA graphs: the first call captures each run of entries between host steps into
+  // a graph (DeviceRuntime::capture_graph) while it replays; later calls copy the arguments into
+  // the graphs' input buffers and launch the graphs, running the host steps between them.
+  // Every result keeps the buffer it had at the capture; the outputs are copied out of theirs
+  // (fresh storage per call, as replay gives), the gradients stay in theirs (each call overwrites
+  // the last one's). Errors as capture_graph's (host-staged communication cannot be captured),
+  // after which the next call captures again. Only where device_only().
+  std::vector<GlobalData> replay_as_graphs(std::span<const std::shared_ptr<Storage>> arguments);
+  // How many graphs a replay launches (0 before their capture).
+  size_t graph_count() const;
 
   // The entries, for the layout search and explain() (compile/layout_search.hpp).
   std::vector<Entry>& entries() { return entries_; }
@@ -84,6 +104,13 @@ class Tape final : public StepRecorder {
 
  private:
   int value_of(const std::shared_ptr<Storage>& piece);
+  void run_entry(size_t k);      // a replay's work for entry k, on the values bound now
+  void release_inputs(size_t k);  // the results entry k read last
+  void set_gradient(Entry& e);
+  std::vector<GlobalData> bound_outputs() const;
+  struct Graphs;  // replay_as_graphs's state (tape.cpp)
+  std::unique_ptr<Graphs> graphs_;
+  int64_t replays_ = 0;
   std::vector<Value> values_;
   std::vector<Entry> entries_;
   std::vector<int> arguments_;        // value id per argument
