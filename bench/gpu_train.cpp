@@ -14,7 +14,7 @@
 //   - under mpirun -np N (ranks sharing the GPU: host-staged collectives), the data-parallel
 //     step, with the share of communication hidden behind backward (comm_stream_stats:
 //     1 - wait / busy).
-//   tools/mpirun -np 1 build-gpu/bench/gpu_train [--quick | --small] [--tf32 | --dtype bfloat16]
+//   tools/mpirun -np 1 build-gpu/bench/gpu_train [--quick | --small] [--tf32 | --dtype bfloat16] [--gpt [--compile]]
 // --small: a 32 -> 64 -> 10 MLP, batch 64, 2 steps: the training step tools/gpu-check runs under
 // compute-sanitizer (memcheck, racecheck, synccheck).
 // --gpt: instead of the MLPs, the character GPT of examples/08_gpt (train/gpt.hpp): 4 blocks of
@@ -23,6 +23,9 @@
 // masters). bench/gpu_train_torch.py --gpt runs the same model in PyTorch eager (nn.Linear,
 // nn.LayerNorm, F.scaled_dot_product_attention) with the same flags. With --small: 1 block of
 // dim 64, context 32, batch 4, for compute-sanitizer.
+// --gpt --compile: issue 41's host-bound GPT (2 blocks, dim 128, context 64, batch 32) eager, through
+// spsd::compile op by op and as CUDA graphs (bench/gpu_train_torch.py --gpt --compile: eager and
+// torch.compile(mode="reduce-overhead")).
 // --profile: instead of the timings, the device time of each op kind in one step after 3 warm-ups
 // (any model and dtype above): the trace (SPSD_TRACE, docs/trace.md; a temporary file unless
 // SPSD_TRACE is set) times each op's work on the cuda compute stream with CUDA events (lane 2);
@@ -225,9 +228,57 @@ StepTimes time_gpt_steps(const examples::GptConfig& c, int64_t batch, const Opti
   return time_phases([&] { return cross_entropy(cast<float>(model.template forward<C>(x)), y); }, adam, o, model_name);
 }
 
+// --gpt --compile: the character GPT of examples/08 as issue 41 sizes it (2 blocks, dim 128,
+// 4 heads, context 64, batch 32: host-bound), the whole step with its loss read, eagerly, through
+// spsd::compile op by op (cuda_graph off) and as CUDA graphs; medians over steps after 3 calls
+// (the graphs are captured at the third); and whether the three gave the same losses, bit for bit.
+void time_compiled_gpt(const Options& o) {
+  const examples::GptConfig c{96, 64, 128, 4, 2};
+  const int64_t batch = 32;
+  const nn::Plan plan = examples::gpt_plan("data");
+  const Placement placement = examples::gpt_placement("data", world_size(), "cuda");
+  std::vector<int64_t> tokens(batch * c.context), next(tokens.size());
+  for (size_t i = 0; i < tokens.size(); ++i) tokens[i] = static_cast<int64_t>((i * 31 + 7) % c.vocab);
+  for (size_t i = 0; i < tokens.size(); ++i) next[i] = static_cast<int64_t>((i * 17 + 3) % c.vocab);
+  const auto x = from_host(Tensor<int64_t>::from_vector({batch, c.context}, tokens), placement, nn::input_layout(plan));
+  const auto y = from_host(Tensor<int64_t>::from_vector({batch, c.context}, next), placement, nn::input_layout(plan));
+  struct Row {
+    const char* name;
+    int how;  // 0 eager, 1 compiled op by op, 2 compiled as CUDA graphs
+    double ms = 0;
+    std::vector<float> losses;
+  } rows[] = {{"eager", 0}, {"spsd::compile, op by op", 1}, {"spsd::compile, CUDA graphs", 2}};
+  for (Row& r : rows) {
+    examples::Gpt<float> model(c, {placement, 1000});
+    nn::parallelize(model, plan);
+    Adam<float> adam(model.parameters(), AdamOptions{});
+    auto step = [&](const GlobalTensor<int64_t>& in, const GlobalTensor<int64_t>& out) {
+      adam.zero_grad();
+      GlobalTensor<float> loss = cross_entropy(model.template forward<float>(in), out);
+      backward(loss);
+      adam.step();
+      return loss;
+    };
+    auto compiled = spsd::compile(step, CompileOptions{.cuda_graph = r.how == 2});
+    std::vector<double> times;
+    for (int s = 0; s < o.steps + 3; ++s) {
+      const auto t = Clock::now();
+      r.losses.push_back((r.how == 0 ? step(x, y) : compiled(x, y)).item());
+      if (s >= 3) times.push_back(ms_since(t));
+    }
+    r.ms = median(times);
+  }
+  if (rank() != 0) return;
+  std::printf("| GPT 2 blocks, dim 128, context 64, batch 32 (host-bound) | step ms | eager / this | losses as eager's |\n"
+              "|---|---|---|---|\n");
+  for (const Row& r : rows)
+    std::printf("| %s | %.3f | %.2f | %s |\n", r.name, r.ms, rows[0].ms / r.ms,
+                r.losses == rows[0].losses ? "bit for bit" : "DIFFER");
+}
+
 struct Args {
   std::string mode, dtype = "float32";
-  bool tf32 = false, gpt = false, profile = false;
+  bool tf32 = false, gpt = false, profile = false, compile = false;
 };
 
 // trace: set to this rank's trace file.
@@ -255,6 +306,10 @@ int run(int argc, char** argv, const Args& args, std::string& trace) {
       std::printf("| spsd, %d rank(s), %s | batch | step ms | forward ms | backward ms | optimizer ms | hidden comm | "
                   "host<->device per step |\n|---|---|---|---|---|---|---|---|\n",
                   world_size(), precision.c_str());
+  }
+  if (args.gpt && args.compile) {
+    time_compiled_gpt(o);
+    return 0;
   }
   if (args.gpt) {
     const bool small = mode == "--small";
@@ -297,6 +352,7 @@ int main(int argc, char** argv) {
     const std::string a = argv[i];
     if (a == "--quick" || a == "--small") args.mode = a;
     else if (a == "--gpt") args.gpt = true;
+    else if (a == "--compile") args.compile = true;
     else if (a == "--tf32") args.tf32 = true;
     else if (a == "--profile") args.profile = true;
     else if (a == "--dtype" && i + 1 < argc) args.dtype = argv[++i];

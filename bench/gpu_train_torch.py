@@ -14,6 +14,9 @@ line, fused=True. The flags match bench/gpu_train's:
                     batch 32; nn.Embedding, nn.LayerNorm, bias-free q/k/v nn.Linear,
                     F.scaled_dot_product_attention(is_causal=True), exact nn.GELU, an untied
                     bias-free head; cross-entropy in float32
+  --gpt --compile   bench/gpu_train --gpt --compile's host-bound GPT (2 blocks, dim 128, 4 heads,
+                    context 64, batch 32): the whole step eagerly and with the model under
+                    torch.compile(mode="reduce-overhead") (CUDA graphs), medians after 3 warm-ups
   --profile         instead of the timings, one step (default Adam) after 3 warm-ups under
                     torch.profiler (CPU and CUDA activities): its key_averages table sorted by
                     CUDA time (row_limit 25), then the step's kernels by self device time as a
@@ -181,6 +184,34 @@ def main():
     precision = ("bfloat16 autocast, float32 parameters" if dtype == "bfloat16"
                  else "float32, TF32 matmuls" if tf32 else "float32, TF32 off")
     print(f"PyTorch {torch.__version__} eager on {torch.cuda.get_device_name()}; {precision}, Adam")
+    if "--gpt" in args and "--compile" in args:
+        print("| PyTorch, GPT 2 blocks, dim 128, context 64, batch 32 (host-bound) | step ms |\n|---|---|")
+        for name, compiled in (("eager", False), ('torch.compile(mode="reduce-overhead")', True)):
+            try:
+                torch.manual_seed(0)
+                model, x, labels = gpt_problem(96, 64, 128, 4, 2, 32)
+                run = torch.compile(model, mode="reduce-overhead") if compiled else model
+                opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+                loss_fn = torch.nn.CrossEntropyLoss()
+
+                def step():
+                    loss = loss_fn(run(x).float().flatten(0, -2), labels.flatten())
+                    opt.zero_grad()
+                    loss.backward()
+                    opt.step()
+                    return loss.item()
+
+                for _ in range(3):
+                    step()
+                times = []
+                for _ in range(steps):
+                    t = time.perf_counter()
+                    step()
+                    times.append(ms_since(t))
+                print(f"| {name} | {statistics.median(times):.3f} |")
+            except Exception as e:  # torch.compile needs its compiler toolchain (triton) on the machine
+                print(f"| {name} | failed: {type(e).__name__}: {str(e).splitlines()[0][:80]} |")
+        return
     if "--gpt" in args:
         problems = [("GPT 4 blocks, dim 512, context 256", 32, lambda: gpt_problem(96, 256, 512, 8, 4, 32))]
     else:

@@ -161,6 +161,12 @@ int main(int argc, char** argv) {
     isa_row(name.c_str(), [&] { cpu::unary<float>(op, a.data(), out.data(), n); });
     isa_row((name + " gradient").c_str(), [&] { cpu::unary_grad<float>(op, a.data(), b.data(), out.data(), n); });
   }
+  // The inputs above lie in [-0.3, 0.67], where gelu's loops compute erf's first case alone; here
+  // x in [-4, 4), most blocks of 16 holding an element past the switch: both cases, and a select.
+  std::vector<float> wide(a.size());
+  for (size_t i = 0; i < wide.size(); ++i) wide[i] = static_cast<float>(i * 7919 % 1601) * 0.005f - 4.0f;
+  isa_row("gelu, x in [-4, 4)", [&] { cpu::unary<float>(U::kGelu, wide.data(), out.data(), n); });
+  isa_row("gelu gradient, x in [-4, 4)", [&] { cpu::unary_grad<float>(U::kGelu, wide.data(), b.data(), out.data(), n); });
   const Shape rows512{n / 512, 512};
   isa_row("softmax, rows of 512", [&] { cpu::softmax<float>(a.data(), rows512, 1, out.data(), false); });
   isa_row("softmax backward, rows of 512",
