@@ -68,7 +68,7 @@ spsd::nn::SearchedPlan search_gpt_plan(const std::string& mode, const std::vecto
                                        GptSize size) {
   using namespace spsd;
   const examples::Corpus& text = compile_corpus();
-  const Placement placement = examples::gpt_placement(mode, ranks, device);
+  const Placement placement = examples::gpt_placement(mode, ranks, "cpu");
   const examples::GptConfig config{text.vocab_size(), size.context, size.dim, /*heads=*/4, /*layers=*/1,
                                    /*dropout=*/0, /*tied=*/false};
   examples::Gpt<float> model(config, {placement, 5000});
