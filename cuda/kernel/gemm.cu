@@ -35,9 +35,18 @@ inline int blas_int(int64_t v) {
 }
 
 // One cuBLAS handle per (thread, device), created on first use and destroyed with the thread:
-// simulated ranks are threads, and a handle must not be used by two threads at once.
+// simulated ranks are threads, and a handle must not be used by two threads at once. Each has
+// its own workspace, made with it and set after every cublasSetStream (which resets it): left
+// to itself cuBLAS allocates a workspace inside each CUDA graph capture (a compiled step's,
+// compile.md) and may then choose other algorithms than eager did; with the same workspace a
+// replay computes the same bits, and a capture allocates nothing.
 class Handles {
  public:
+  static constexpr size_t kWorkspaceBytes = size_t{32} << 20;  // what cuBLAS asks for on Hopper
+  struct Handle {
+    cublasHandle_t handle = nullptr;
+    void* workspace = nullptr;
+  };
   Handles() = default;
   Handles(const Handles&) = delete;
   Handles& operator=(const Handles&) = delete;
@@ -45,26 +54,34 @@ class Handles {
     int current = 0;
     if (cudaGetDevice(&current) != cudaSuccess) return;  // the runtime is gone: nothing to release
     for (size_t d = 0; d < handles_.size(); ++d) {
-      if (handles_[d] && cudaSetDevice(static_cast<int>(d)) == cudaSuccess) cublasDestroy(handles_[d]);
+      if (!handles_[d].handle || cudaSetDevice(static_cast<int>(d)) != cudaSuccess) continue;
+      cublasDestroy(handles_[d].handle);
+      cudaFree(handles_[d].workspace);
     }
     cudaSetDevice(current);
   }
-  cublasHandle_t get() {
+  const Handle& get() {
     int device = 0;
     check_cuda(cudaGetDevice(&device), "matmul", "cudaGetDevice");
-    if (handles_.size() <= static_cast<size_t>(device)) handles_.resize(device + 1, nullptr);
-    if (!handles_[device]) check_cublas(cublasCreate(&handles_[device]), "cublasCreate");
-    return handles_[device];
+    if (handles_.size() <= static_cast<size_t>(device)) handles_.resize(device + 1);
+    Handle& h = handles_[device];
+    if (!h.handle) {
+      check_cuda(cudaMalloc(&h.workspace, kWorkspaceBytes), "matmul", "the cuBLAS workspace");
+      check_cublas(cublasCreate(&h.handle), "cublasCreate");
+    }
+    return h;
   }
 
  private:
-  std::vector<cublasHandle_t> handles_;
+  std::vector<Handle> handles_;
 };
 
 cublasHandle_t handle_for(cudaStream_t stream, cublasMath_t math) {
   thread_local Handles handles;
-  cublasHandle_t h = handles.get();
+  const Handles::Handle& handle = handles.get();
+  cublasHandle_t h = handle.handle;
   check_cublas(cublasSetStream(h, stream), "cublasSetStream");
+  check_cublas(cublasSetWorkspace(h, handle.workspace, Handles::kWorkspaceBytes), "cublasSetWorkspace");
   check_cublas(cublasSetMathMode(h, math), "cublasSetMathMode");
   return h;
 }

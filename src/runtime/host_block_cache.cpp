@@ -7,6 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include "spsd/core/error.hpp"
+
 #if defined(__SANITIZE_ADDRESS__)
 #include <sanitizer/asan_interface.h>
 #define SPSD_POISON(p, n) ASAN_POISON_MEMORY_REGION(p, n)
@@ -29,11 +31,10 @@ struct CacheState {
   int64_t cap = 0;
   int perturb = 0;  // MALLOC_PERTURB_'s byte, 0: none
   CacheState() {
-    const char* mb = std::getenv("SPSD_HOST_CACHE_MB");
-    cap = (mb && *mb ? std::atoll(mb) : 256) << 20;
-    if (cap < 0) cap = 0;
+    cap = kDefaultCapMiB << 20;
     if (const char* p = std::getenv("MALLOC_PERTURB_")) perturb = std::atoi(p) & 0xff;
   }
+  static constexpr int64_t kDefaultCapMiB = 256;
 };
 
 CacheState& state() {
@@ -96,6 +97,25 @@ void HostBlockCache::release() {
     }
   s.free.clear();
   s.cached = 0;
+}
+
+void HostBlockCache::set_cap(int64_t bytes) {
+  CacheState& s = state();
+  std::lock_guard lock(s.mutex);
+  s.cap = bytes;
+}
+
+void configure_host_block_cache_from_env() {
+  const char* v = std::getenv("SPSD_HOST_CACHE_MB");
+  int64_t mib = CacheState::kDefaultCapMiB;
+  if (v != nullptr && *v != '\0') {
+    char* end = nullptr;
+    const long long parsed = std::strtoll(v, &end, 10);
+    SPSD_CHECK(end != v && *end == '\0' && parsed >= 0 && parsed < (int64_t{1} << 40), "SPSD_HOST_CACHE_MB",
+               "must be a whole number of MiB >= 0, got \"", v, "\"");
+    mib = parsed;
+  }
+  host_block_cache().set_cap(mib << 20);
 }
 
 HostBlockCache& host_block_cache() {

@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "context.hpp"
+#include "spsd/runtime/host_block_cache.hpp"
 #include "cuda_probe.hpp"
 #include "../comm/dry_backend.hpp"
 #include "../comm/local_backend.hpp"
@@ -49,6 +50,7 @@ std::unique_ptr<Context> make_thread_context(int64_t rank, int64_t world_size, i
   ctx->world_size = world_size;
   ctx->local_rank = local_rank;
   ctx->timeout = default_timeout();
+  configure_host_block_cache_from_env();
   ctx->synchronous = synchronous_from_env();
   ctx->inline_bytes = inline_bytes_from_env();
   ctx->trace = trace_recorder_from_env(rank);
@@ -124,6 +126,7 @@ void Runtime::init(int* argc, char*** argv) {
   impl_->context->world_size = backend->size();
   impl_->context->local_rank = detail::env_local_rank();
   impl_->context->timeout = detail::default_timeout();
+  detail::configure_host_block_cache_from_env();
   // The communication stream calls MPI from its worker thread (never two threads at once):
   // an MPI initialized by the program with less than MPI_THREAD_SERIALIZED keeps it inline.
   int threading = MPI_THREAD_SINGLE;

@@ -18,7 +18,7 @@ run() {
 }
 
 run SPSD_TIMEOUT_S=30 SPSD_SYNC=0 SPSD_INLINE_BYTES=0 SPSD_CHECK=op SPSD_LOG=boxing,dispatch SPSD_TRACE="$log.json" SPSD_CHECK_OPS=1 \
-  SPSD_BOXING_REUSE=step SPSD_BOXING_REUSE_BYTES=4096
+  SPSD_BOXING_REUSE=step SPSD_BOXING_REUSE_BYTES=4096 SPSD_HOST_CACHE_MB=64
 [ "$status" -eq 0 ] && [ "$(grep -c ': ok$' "$log")" -eq 2 ] || { cat "$log" >&2; fail "valid values: exit $status"; }
 [ -s "$log.rank0.json" ] && [ -s "$log.rank1.json" ] || fail "valid values: SPSD_TRACE wrote no $log.rank0.json and $log.rank1.json"
 echo "check_env: valid values: both ranks ok"
@@ -41,6 +41,8 @@ bad SPSD_CHECK maybe "\"on\", \"op\" or \"off\""
 bad SPSD_CHECK_OPS yes "must be \"1\" or \"0\""
 bad SPSD_BOXING_REUSE always "\"node\", \"step\" or \"off\""
 bad SPSD_BOXING_REUSE_BYTES 1G "number of bytes >= 0"
+bad SPSD_HOST_CACHE_MB 1G "whole number of MiB >= 0"
+bad SPSD_HOST_CACHE_MB -1 "whole number of MiB >= 0"
 bad SPSD_LOG dispach "is no topic"
 bad SPSD_TRACE "" "must be a path"
 bad SPSD_TRACE /nonexistent-spsd-dir/trace.json "cannot write rank"

@@ -14,6 +14,7 @@ using spsd::detail::host_block_cache;
 TEST_CASE("host block cache: a block given back is the next one of its size, aligned and writable", "[memory]") {
   HostBlockCache& cache = host_block_cache();
   cache.release();
+  cache.set_cap(int64_t{256} << 20);
   const int64_t big = HostBlockCache::kMinBytes * 3;
   void* a = cache.take(big);
   REQUIRE(a != nullptr);
@@ -40,18 +41,25 @@ TEST_CASE("host block cache: small blocks are not kept, and the kept bytes stay 
   void* small = cache.take(4096);
   cache.give(small, 4096);
   CHECK(cache.cached_bytes() == 0);
-  // 300 MiB given back: past the default cap of 256 MiB the blocks are freed.
+  // 300 MiB given back: past a cap of 256 MiB (the default) the blocks are freed.
   const int64_t mib = int64_t{1} << 20;
+  cache.set_cap(256 * mib);
   std::vector<void*> blocks;
   for (int i = 0; i < 300; ++i) blocks.push_back(cache.take(mib));
   for (void* b : blocks) cache.give(b, mib);
   CHECK(cache.cached_bytes() <= 256 * mib);
   CHECK(cache.cached_bytes() >= 200 * mib);
   cache.release();
+  cache.set_cap(0);  // SPSD_HOST_CACHE_MB=0: nothing kept
+  void* b = cache.take(mib);
+  cache.give(b, mib);
+  CHECK(cache.cached_bytes() == 0);
+  cache.set_cap(256 * mib);
 }
 
 TEST_CASE("host block cache: a host Storage reuses the block of one that went, counted as before", "[memory]") {
   host_block_cache().release();
+  host_block_cache().set_cap(int64_t{256} << 20);
   const int64_t bytes = 1 << 20;
   const spsd::MemoryStats before = spsd::detail::host_memory_counter()->stats();
   const void* first = nullptr;
