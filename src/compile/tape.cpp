@@ -5,6 +5,7 @@
 #include <map>
 
 #include "spsd/runtime/device.hpp"
+#include "spsd/runtime/scheduler.hpp"
 
 namespace spsd::detail {
 
@@ -307,6 +308,9 @@ std::vector<GlobalData> Tape::replay_as_graphs(std::span<const std::shared_ptr<S
     size_t k = 0;
     for (const Graphs::Segment& segment : g.segments) {
       for (; k < segment.begin; ++k) run_entry(k);  // host steps
+      // What the host steps queued (clip_grad_norm_'s all-reduce) is issued first, on every rank:
+      // NCCL needs each communicator's collectives in the same order everywhere.
+      before_host_communication();
       segment.graph->launch();
       for (k = segment.begin; k < segment.end; ++k)
         if (entries_[k].kind == Entry::Kind::kGradient) set_gradient(entries_[k]);
