@@ -6,8 +6,12 @@
 // (rank 0 searches and the others take its choices, so the time printed is the search's own).
 //
 //   build/bench/compile [--blocks 48] [--mesh 2x4] [--mode 2d|tensor] [--dim 64] [--context 16] [--simulate 0|1]
-//                 [--price-as cuda]
+//                 [--price-as cuda] [--search-problem FILE] [--exact-seconds S]
 //
+// --search-problem FILE writes the search's problem as a 0-1 integer programme (CPLEX LP form,
+// CompileOptions::search_problem_file), for an exact solver to check the plan found, e.g.
+// `cbc FILE solve quit` (Debian's coinor-cbc; docs/compile.md, "Checking the search");
+// --exact-seconds S gives CBC S seconds to improve the plan and prove it (CompileOptions::exact_seconds).
 // --mesh DxT: a (D, T) mesh, data parallel on D and Megatron's tensor parallelism on T (mode 2d);
 // mode tensor takes the D*T ranks as one tensor axis.
 #include <chrono>
@@ -28,6 +32,8 @@ int main(int argc, char** argv) {
   std::string mode = "2d";
   bool simulated = false;
   std::optional<DeviceType> price_as;  // --price-as cuda: the search on a GPU's cost model
+  std::string problem_file;
+  double exact_seconds = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--blocks") blocks = std::stoll(v);
@@ -37,6 +43,8 @@ int main(int argc, char** argv) {
     else if (a == "--context") context = std::stoll(v);
     else if (a == "--simulate") simulated = v == "1";
     else if (a == "--price-as") price_as = v == "cuda" ? std::optional(DeviceType::kCUDA) : std::nullopt;
+    else if (a == "--search-problem") problem_file = v;
+    else if (a == "--exact-seconds") exact_seconds = std::stod(v);
     else throw Error("bench/compile: unknown option " + a);
   }
   const int n = static_cast<int>(d * t);
@@ -66,14 +74,14 @@ int main(int argc, char** argv) {
           backward(cross_entropy(model.forward<float>(tokens), targets));
           adam.step();
         },
-        {.price_as = price_as});
+        {.price_as = price_as, .search_problem_file = problem_file, .exact_seconds = exact_seconds});
     const auto t0 = std::chrono::steady_clock::now();
     step(x, y);  // captures, searches
     const double capture_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (rank() == 0) {
       const std::string e = step.explain();
       size_t end = 0;
-      for (int line = 0; line < 4 && end != std::string::npos; ++line) end = e.find('\n', end + 1);
+      for (int line = 0; line < 5 && end != std::string::npos; ++line) end = e.find('\n', end + 1);
       std::printf("%s\ncapture with the search: %.2f s\n", e.substr(e.find('\n') + 1, end - e.find('\n')).c_str(),
                   capture_s);
     }

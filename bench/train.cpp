@@ -46,7 +46,8 @@
 // 2d-sequence (Megatron-SP on (n/2, 2)) and "2d searched plan": the parameters' layouts chosen by
 // nn::search_plan under Megatron-SP's memory, against Megatron-SP's bytes (searched_2d_plan;
 // --explain prints what it chose). --variant runs the tensor and 2d modes with a
-// what-if plan of --per-op's (below) instead of examples::gpt_plan.
+// what-if plan of --per-op's (below) instead of examples::gpt_plan. --exact-seconds S gives the
+// searched rows (and the plan search) S seconds of the exact solver (CompileOptions::exact_seconds).
 //
 //   tools/mpirun -np 4 build/bench/train --gpt-only --per-op [--modes tensor,2d] [--variant fc1-b]
 //
@@ -179,6 +180,7 @@ std::pair<double, double> parameter_counts(const std::vector<GlobalTensor<float>
 // searched ones (docs/compile.md); --explain: the searched step's explain() too (rank 0, stderr).
 struct GptCompile {
   bool rows = false, explain = false;
+  double exact_seconds = 0;  // --exact-seconds S: CompileOptions::exact_seconds of the searched rows
 };
 
 namespace per_op {
@@ -189,7 +191,7 @@ nn::Plan variant_plan(const std::string& mode, const std::string& variant);  // 
 // mesh, from data parallelism with every parameter replicated on the tensor axis, under the
 // memory of Megatron-SP's plan (2d-sequence) as the search measures it (parameters x 4 plus the
 // step's results).
-nn::SearchedPlan searched_2d_plan(const examples::GptConfig& c, const examples::TextBatch& b, int n) {
+nn::SearchedPlan searched_2d_plan(const examples::GptConfig& c, const examples::TextBatch& b, int n, double exact_seconds) {
   auto search = [&](const nn::Plan& plan, int64_t budget) {
     examples::Gpt<float> model(c, {examples::gpt_placement("2d", n), 1000});
     nn::parallelize(model, plan);
@@ -204,7 +206,7 @@ nn::SearchedPlan searched_2d_plan(const examples::GptConfig& c, const examples::
           backward(cross_entropy(model.forward<float>(tokens), targets));
           adam.step();
         },
-        {.memory_budget_bytes = budget}, x, y);
+        {.memory_budget_bytes = budget, .exact_seconds = exact_seconds}, x, y);
   };
   const int64_t megatron_sp = search(examples::gpt_plan("2d-sequence"), 0).start_memory_bytes;
   nn::SearchedPlan found = search({nn::data_parallel(), nn::AxisPlan{.name = "tensor"}}, megatron_sp);
@@ -239,7 +241,7 @@ void gpt_table(int64_t steps, GptCompile compiled, const std::string& variant) {
       continue;
     std::optional<nn::SearchedPlan> searched_plan;
     if (mode == "2d searched plan") {
-      searched_plan = searched_2d_plan(c, b, n);
+      searched_plan = searched_2d_plan(c, b, n, compiled.exact_seconds);
       if (compiled.explain && rank() == 0) std::fprintf(stderr, "%s\n", searched_plan->explanation.c_str());
     }
     const nn::Plan plan = searched_plan ? searched_plan->plan : per_op::variant_plan(mode, variant);
@@ -268,7 +270,7 @@ void gpt_table(int64_t steps, GptCompile compiled, const std::string& variant) {
     if (!compiled.rows) continue;
     auto replayed = spsd::compile(step, {.search_layouts = false});
     row(mode + " compiled", measure(steps, [&] { replayed(x, y); }));
-    auto searched = spsd::compile(step);
+    auto searched = spsd::compile(step, {.exact_seconds = compiled.exact_seconds});
     row(mode + " compiled, searched", measure(steps, [&] { searched(x, y); }));
     if (compiled.explain && rank() == 0) std::fprintf(stderr, "%s\n", searched.explain().c_str());
     // The plan a GPU cluster's compile would choose (NCCL's bandwidth, a GPU's flops), run here.
@@ -815,6 +817,10 @@ int run(int argc, char** argv) {
     SPSD_CHECK(i + 1 < argc, "bench/train", "option ", a, " needs a value");
     if (a == "--variant") {
       variant = argv[++i];
+      continue;
+    }
+    if (a == "--exact-seconds") {
+      compiled.exact_seconds = std::stod(argv[++i]);
       continue;
     }
     if (a == "--modes") {

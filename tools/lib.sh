@@ -13,9 +13,11 @@ SPSD_BUILD_DIR=${SPSD_BUILD_DIR:-build}
 # iproute2 and nftables: the multihost tests' hosts, links and packet loss (tools/multihost).
 # cmake: the install test's CMake consumer (find_package(spsd)). doxygen: the `docs` target, the
 # API reference (docs/build.md), and the test that every public entity has a comment.
+# coinor-libcbc3: COIN-OR CBC, which a compiled step's exact layout search loads at run time
+# (CompileOptions::exact_seconds, docs/compile.md) and its tests use; nothing builds against it.
 SPSD_PACKAGES=(meson ninja-build pkg-config g++ libboost-mpi-dev openmpi-bin libopenmpi-dev catch2
                libopenblas-dev zlib1g-dev dataset-fashion-mnist nlohmann-json3-dev fortunes
-               iproute2 nftables cmake doxygen)
+               iproute2 nftables cmake doxygen coinor-libcbc3)
 
 spsd_say() { printf 'tools/%s: %s\n' "${0##*/}" "$*" >&2; }
 

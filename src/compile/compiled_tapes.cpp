@@ -78,7 +78,7 @@ Tape& CompiledTapes::commit(const std::string& key, std::unique_ptr<Tape> tape) 
   Compiled c;
   const TapeBytes eager = tape_bytes(*tape);
   std::string search_text = "  layouts: eager's choices (search_layouts off)\n";
-  if (options_.search_layouts) search_text = search_layouts(*tape, options_.memory_budget_bytes, options_.price_as).to_string();
+  if (options_.search_layouts) search_text = search_layouts(*tape, settings()).to_string();
   const TapeBytes compiled = tape_bytes(*tape);
   int64_t kernels = 0, boxings = 0, hosts = 0, gradients = 0;
   for (const Tape::Entry& e : tape->entries()) {
@@ -150,7 +150,7 @@ std::vector<GlobalData> CompiledTapes::replay(Tape& tape, std::span<const std::s
 
 SearchReport CompiledTapes::search_parameters(std::span<const FreeParameter> parameters) {
   SPSD_CHECK(last_ != nullptr, "search_plan", "the step has not been captured (call it once first)");
-  return search_layouts(*last_->tape, options_.memory_budget_bytes, options_.price_as, parameters);
+  return search_layouts(*last_->tape, settings(), parameters);
 }
 
 std::string CompiledTapes::explain() const {

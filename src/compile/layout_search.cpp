@@ -6,6 +6,7 @@
 #include <ctime>
 #include <cmath>
 #include <deque>
+#include <fstream>
 #include <map>
 #include <limits>
 #include <numeric>
@@ -15,7 +16,9 @@
 #include "spsd/boxing/cost.hpp"
 #include "spsd/boxing/planner.hpp"
 #include "spsd/boxing/to_layout.hpp"
+#include "spsd/compile/integer_programme.hpp"
 #include "spsd/op/captured_op.hpp"
+#include "spsd/runtime/runtime.hpp"
 
 namespace spsd::detail {
 
@@ -97,6 +100,188 @@ class Problem {
       : tape_(tape), memory_weight_(memory_weight), price_as_(price_as) {
     build(free);
   }
+  std::vector<size_t> choices() const {
+    std::vector<size_t> c(nodes_.size());
+    for (size_t n = 0; n < nodes_.size(); ++n) c[n] = nodes_[n].choice;
+    return c;
+  }
+  void set_choices(const std::vector<size_t>& c) {
+    for (size_t n = 0; n < nodes_.size(); ++n) nodes_[n].choice = c[n];
+  }
+  // The number of mesh axes (the longest layout's).
+  size_t mesh_axes() const {
+    size_t axes = 0;
+    for (const NdSbp& l : layouts_) axes = std::max(axes, l.size());
+    return axes;
+  }
+
+  // A restart: every op and free to_global to the candidate whose signature is its current one
+  // with each split on mesh axis `axis` made a split of dimension 0 (the batch, for a step's
+  // activations), where there is one; the others, and parameters, as they are (the descent that
+  // follows mends the seams). Returns how many moved.
+  int64_t relabel_to_batch(size_t axis) {
+    auto relabel = [&](const NdSbp& l) {
+      if (axis >= l.size() || !l[axis].is_split()) return l;
+      std::vector<Sbp> axes = l.axes();
+      axes[axis] = Sbp::make_split(0);
+      return NdSbp(std::move(axes));
+    };
+    int64_t moved = 0;
+    for (Node& n : nodes_) {
+      if (n.parameter) continue;
+      if (!n.op) {
+        const NdSbp want = relabel(layouts_[static_cast<size_t>(n.out_layout[n.choice])]);
+        for (size_t c = 0; c < n.candidates.size(); ++c)
+          if (c != n.choice && layouts_[static_cast<size_t>(n.out_layout[c])] == want) {
+            n.choice = c, ++moved;
+            break;
+          }
+        continue;
+      }
+      NdSignature want = n.sig(n.choice);
+      for (NdSbp& l : want.inputs) l = relabel(l);
+      want.output = relabel(want.output);
+      for (size_t c = 0; c < n.candidates.size(); ++c)
+        if (c != n.choice && n.sig(c) == want) {
+          n.choice = c, ++moved;
+          break;
+        }
+    }
+    return moved;
+  }
+
+  // Who asks for a value in which layout, per candidate: a consumer, or a gradient boxed to its
+  // parameter's layout.
+  struct Asker {
+    int node;
+    std::vector<int> needs;
+  };
+  // v's askers by group: the consumers first, sharing their boxings; then each gradient boxed to
+  // its parameter's layout, a group of its own (value_cost counts it on its own).
+  std::vector<std::vector<Asker>> askers_of(size_t v) const {
+    const ValueInfo& info = values_[v];
+    std::vector<std::vector<Asker>> groups(1);
+    for (const Use& u : info.uses) {
+      Asker a{u.node, {}};
+      for (const std::vector<int>& ins : nodes_[static_cast<size_t>(u.node)].in_layouts) a.needs.push_back(ins[u.input]);
+      groups[0].push_back(std::move(a));
+    }
+    for (const Sink& sink : info.sinks)
+      if (sink.link >= 0) groups.push_back({Asker{sink.link, nodes_[static_cast<size_t>(sink.link)].out_layout}});
+    return groups;
+  }
+  static std::vector<int> needed_layouts(const std::vector<Asker>& group) {
+    std::vector<int> needed;
+    for (const Asker& a : group)
+      for (int l : a.needs)
+        if (std::find(needed.begin(), needed.end(), l) == needed.end()) needed.push_back(l);
+    return needed;
+  }
+  // The columns programme() would make: its size, known before it is built.
+  size_t programme_columns() {
+    size_t columns = 1;  // the constant
+    for (const Node& n : nodes_) columns += n.candidates.size();
+    for (size_t v = 0; v < values_.size(); ++v) {
+      if (!values_[v].meta) continue;
+      const std::vector<int> from = layouts_of(static_cast<int>(v));
+      for (const std::vector<Asker>& group : askers_of(v))
+        for (int l : needed_layouts(group))
+          for (int f : from) columns += f != l && edge(static_cast<int>(v), f, l) < kForbidden;
+    }
+    return columns;
+  }
+
+  // The problem as a 0-1 integer programme with the objective total() computes: column x_n_c,
+  // node n takes candidate c (one per node); y_v_g_f_l, value v boxed from layout f to l for
+  // group g of its askers (at most what v coming in f allows, and at least what each asker needing
+  // l asks: a boxing is paid once for all the consumers that need it; a gradient boxed to its
+  // parameter's layout is a group of its own, as value_cost counts it); fixed to_globals' costs on
+  // the producer's candidates; boxing into a partial layout excluded; the memory budget a
+  // constraint on the results' bytes. x_column[n][c] is x_n_c's column.
+  IntegerProgramme programme(int64_t memory_budget_bytes, std::vector<std::vector<int>>& x_column) {
+    IntegerProgramme p;
+    p.comment = concat("spsd layout search: ", nodes_.size(), " nodes, ", values_.size(),
+                       " values; the objective is the predicted step in us (compile/layout_search.hpp)");
+    using Terms = std::vector<std::pair<int, double>>;
+    const int constant = p.add_column("constant", 0, false, 1, 1);  // fixed to_globals of fixed values
+    x_column.assign(nodes_.size(), {});
+    for (size_t n = 0; n < nodes_.size(); ++n) {
+      Terms one;
+      for (size_t c = 0; c < nodes_[n].candidates.size(); ++c) {
+        x_column[n].push_back(p.add_column(concat("x", n, "_", c), nodes_[n].work[c], true));
+        one.emplace_back(x_column[n].back(), 1);
+      }
+      p.add_row(concat("one_", n), std::move(one), 1, 1);
+    }
+    auto with = [](Terms a, const Terms& b, double sign) {
+      for (const auto& [column, coefficient] : b) a.emplace_back(column, sign * coefficient);
+      return a;
+    };
+    for (size_t v = 0; v < values_.size(); ++v) {
+      const ValueInfo& info = values_[v];
+      if (!info.meta) continue;
+      const std::vector<int> from = layouts_of(static_cast<int>(v));
+      // The x's under which v comes in layout f (none for a fixed layout: it always does).
+      auto comes_in = [&](int f) {
+        Terms terms;
+        if (info.producer < 0) return terms;
+        const Node& prod = nodes_[static_cast<size_t>(info.producer)];
+        for (size_t c = 0; c < prod.candidates.size(); ++c)
+          if (prod.out_layout[c] == f) terms.emplace_back(x_column[static_cast<size_t>(info.producer)][c], 1);
+        return terms;
+      };
+      const std::vector<std::vector<Asker>> groups = askers_of(v);
+      for (size_t k = 0; k < info.sinks.size(); ++k) {
+        if (info.sinks[k].link >= 0) continue;  // an asker
+        for (int f : from) {
+          const double cost = sink_edge(static_cast<int>(v), f, k);
+          if (info.producer < 0) p.columns[static_cast<size_t>(constant)].cost += cost;
+          for (const auto& [column, one] : comes_in(f)) p.columns[static_cast<size_t>(column)].cost += cost;
+        }
+      }
+      for (size_t g = 0; g < groups.size(); ++g) {
+        for (int l : needed_layouts(groups[g])) {
+          auto asks = [&](const Asker& a) {  // a's x's that need l
+            Terms terms;
+            for (size_t c = 0; c < a.needs.size(); ++c)
+              if (a.needs[c] == l) terms.emplace_back(x_column[static_cast<size_t>(a.node)][c], 1);
+            return terms;
+          };
+          Terms boxings;  // the y's into l
+          for (int f : from) {
+            if (f == l) continue;
+            const Terms in_f = comes_in(f);
+            const double cost = edge(static_cast<int>(v), f, l);
+            if (cost >= kForbidden) {  // never f with an asker needing l
+              for (size_t i = 0; i < groups[g].size(); ++i)
+                if (const Terms need = asks(groups[g][i]); !need.empty())
+                  p.add_row(concat("forbid_", v, "_", g, "_", i, "_", f, "_", l), with(in_f, need, 1),
+                            -IntegerProgramme::kInfinity, in_f.empty() ? 0 : 1);
+              continue;
+            }
+            const int y = p.add_column(concat("y", v, "_", g, "_", f, "_", l), cost, false);
+            boxings.emplace_back(y, 1);
+            if (!in_f.empty())  // only from the layout v comes in
+              p.add_row(concat("from_", y), with({{y, 1}}, in_f, -1), -IntegerProgramme::kInfinity, 0);
+          }
+          if (info.producer < 0 && from[0] == l) continue;  // fixed in l: nothing to box
+          for (size_t i = 0; i < groups[g].size(); ++i)
+            if (const Terms need = asks(groups[g][i]); !need.empty())
+              p.add_row(concat("box_", v, "_", g, "_", i, "_", l), with(with(need, boxings, -1), comes_in(l), -1),
+                        -IntegerProgramme::kInfinity, 0);
+        }
+      }
+    }
+    if (memory_budget_bytes > 0) {
+      Terms bytes;
+      for (size_t n = 0; n < nodes_.size(); ++n)
+        for (size_t c = 0; c < nodes_[n].candidates.size(); ++c)
+          if (nodes_[n].result_bytes[c] > 0) bytes.emplace_back(x_column[n][c], static_cast<double>(nodes_[n].result_bytes[c]));
+      p.add_row("memory", std::move(bytes), -IntegerProgramme::kInfinity, static_cast<double>(memory_budget_bytes));
+    }
+    return p;
+  }
+
   // The node of free parameter i, or -1 (the step does not read it).
   int parameter_node(size_t i) const { return i < parameter_nodes_.size() ? parameter_nodes_[i] : -1; }
   const NdSbp& layout(int id) const { return layouts_[static_cast<size_t>(id)]; }
@@ -707,12 +892,124 @@ bool agreed(bool mine) {
   return v == 1;
 }
 
+// The descents stop at this many seconds from the search's start (a sweep under way finishes).
+constexpr double kSearchSeconds = 30;
+// The largest programme the exact solver is given, in columns. CBC's time limit binds its branch
+// and bound, not the linear programme at its root, which runs to its end first: 92k columns (the
+// 2-block GPT of bench/train on (2, 2)) take CBC about 12 s here, 180k (4 blocks on (2, 4))
+// 37 s with a limit of 5 s. Above this the search's plan stands and explain() says why.
+constexpr size_t kExactMaxColumns = 120000;
+
+// While rank 0 searches, the others wait in the broadcast of its choices: for as long as the
+// runtime's timeout, lengthened by what the search may take (its descents, the exact solver's
+// limit, building the programme), and set back after.
+class LongerTimeout {
+ public:
+  explicit LongerTimeout(double search_seconds) : was_(timeout()) {
+    set_timeout(was_ + std::chrono::milliseconds(static_cast<int64_t>(search_seconds * 1000)));
+  }
+  ~LongerTimeout() { set_timeout(was_); }
+  LongerTimeout(const LongerTimeout&) = delete;
+  LongerTimeout& operator=(const LongerTimeout&) = delete;
+
+ private:
+  std::chrono::milliseconds was_;
+};
+
+// What rank 0's search found, sent to the others as doubles.
+enum Figure : size_t {
+  kEagerUs, kFoundUs, kLowerBoundUs, kRounds, kEagerBytes, kFoundBytes, kCpuSeconds, kRestarts, kRestartKept,
+  kExact, kExactOptimal, kExactKept, kExactSeconds, kExactColumns, kFailed, kFigures
+};
+
+// Rank 0's search: the descent (pricing memory higher while the plan is over the budget), the
+// restarts, and the exact solver when asked; leaves problem at the plan kept.
+void search_here(Problem& problem, const SearchSettings& settings, std::chrono::steady_clock::time_point start,
+                 std::vector<double>& figures) {
+  const int64_t budget = settings.memory_budget_bytes;
+  figures[kEagerUs] = problem.total();
+  figures[kEagerBytes] = static_cast<double>(problem.result_bytes());
+  double weight = 0;
+  int64_t rounds = 0;
+  for (int attempt = 0; attempt < 6; ++attempt) {
+    rounds += problem.descend(kSearchSeconds, start);
+    if (budget <= 0 || problem.result_bytes() <= budget) break;
+    // Over budget: price memory higher and search again from here.
+    weight = weight == 0 ? 1e-6 : weight * 10;
+    problem.set_memory_weight(weight);
+  }
+  // Restarts, one per mesh axis, each descended at the same price of memory; the best plan on
+  // the objective that meets the budget is kept.
+  auto objective = [&] {
+    problem.set_memory_weight(0);
+    const double t = problem.total();
+    problem.set_memory_weight(weight);
+    return t;
+  };
+  auto fits = [&] { return budget <= 0 || problem.result_bytes() <= budget; };
+  std::vector<size_t> best = problem.choices();
+  double best_us = objective();
+  for (size_t axis = 0; axis < problem.mesh_axes(); ++axis) {
+    problem.set_choices(best);
+    if (problem.relabel_to_batch(axis) == 0) continue;
+    rounds += problem.descend(kSearchSeconds, start);
+    ++figures[kRestarts];
+    if (const double t = objective(); t < best_us - 1e-9 && fits()) best_us = t, best = problem.choices(), figures[kRestartKept] = 1;
+  }
+  problem.set_choices(best);
+  problem.set_memory_weight(0);
+  double lower_bound = problem.lower_bound();
+  std::vector<std::vector<int>> x_column;
+  const size_t columns = settings.exact_seconds > 0 ? problem.programme_columns() : 0;
+  figures[kExactColumns] = static_cast<double>(columns);
+  const bool solve = settings.exact_seconds > 0 && columns <= kExactMaxColumns;
+  if (solve || !settings.problem_file.empty()) {
+    const IntegerProgramme programme = problem.programme(budget, x_column);
+    if (!settings.problem_file.empty()) {
+      std::ofstream file(settings.problem_file);
+      if (file) programme.write_lp(file);
+      SPSD_CHECK(file.good(), "compile", "cannot write the search's problem to \"", settings.problem_file, "\"");
+    }
+    if (solve) {
+      // From the plan found; CBC's plan is taken when it is cheaper on the objective itself.
+      std::vector<std::pair<int, double>> from;
+      for (size_t n = 0; n < x_column.size(); ++n)
+        for (size_t c = 0; c < x_column[n].size(); ++c) from.emplace_back(x_column[n][c], c == best[n] ? 1.0 : 0.0);
+      const ExactSolution exact = solve_exactly(programme, from, settings.exact_seconds, "compile");
+      figures[kExact] = 1, figures[kExactSeconds] = exact.seconds;
+      if (exact.found) {
+        std::vector<size_t> solved = best;
+        for (size_t n = 0; n < x_column.size(); ++n)
+          for (size_t c = 0; c < x_column[n].size(); ++c)
+            if (exact.values[static_cast<size_t>(x_column[n][c])] > 0.5) solved[n] = c;
+        problem.set_choices(solved);
+        const double t = problem.total();
+        // The programme states the objective itself: its value of a plan is the plan's cost.
+        SPSD_CHECK(std::abs(t - exact.objective) <= 1e-6 * std::max(1.0, std::abs(t)), "compile",
+                   "the exact solver's plan costs ", t, " us on the search's objective, but ", exact.objective,
+                   " us in the integer programme (an error in the programme)");
+        if (t < best_us - 1e-9 && fits()) best_us = t, best = solved, figures[kExactKept] = 1;
+        problem.set_choices(best);
+      }
+      // Proven optimal: CBC's optimum is the plan kept's objective (to rounding).
+      figures[kExactOptimal] = exact.optimal && best_us <= exact.objective + 1e-6 * std::max(1.0, std::abs(exact.objective));
+      lower_bound = figures[kExactOptimal] != 0 ? best_us : std::max(lower_bound, std::min(exact.bound, best_us));
+    }
+  }
+  figures[kFoundUs] = problem.total();
+  figures[kLowerBoundUs] = lower_bound;
+  figures[kRounds] = static_cast<double>(rounds);
+  figures[kFoundBytes] = static_cast<double>(problem.result_bytes());
+}
+
 }  // namespace
 
 std::string SearchReport::to_string() const {
   if (!searched) return concat("  layouts: eager's choices (not searched: ", why_not, ")\n");
-  const double gap = found_us > 0 ? (found_us - lower_bound_us) / found_us : 0;
-  return concat("  layouts: searched jointly over ", ops, " ops in ", rounds, " rounds (", cpu_seconds * 1e3,
+  const double gap = found_us > 0 ? std::max(0.0, (found_us - lower_bound_us) / found_us) : 0;
+  return concat("  layouts: searched jointly over ", ops, " ops in ", rounds, " rounds and ", restarts,
+                restarts == 1 ? " restart" : " restarts", restarts_kept > 0 ? " (a restart's plan kept)" : "", " (",
+                cpu_seconds * 1e3,
                 " ms of rank 0's CPU, ", seconds * 1e3, " ms in all), ",
                 changed, " signatures changed; predicted ", found_us, " us per step against eager's ", eager_us,
                 " us; lower bound ", lower_bound_us, " us (gap ", gap * 100, " %); results ", result_bytes,
@@ -720,14 +1017,23 @@ std::string SearchReport::to_string() const {
                 memory_budget_bytes > 0 ? concat("; memory budget ", memory_budget_bytes, " B ",
                                                  result_bytes <= memory_budget_bytes ? "met" : "NOT met")
                                         : std::string(),
-                priced_as.empty() ? std::string() : concat("; priced as ", priced_as), "\n");
+                priced_as.empty() ? std::string() : concat("; priced as ", priced_as),
+                exact ? concat("; exact solver (CBC, ", exact_seconds, " s, ", exact_columns, " columns): ",
+                               exact_optimal ? "optimal, proven" : "stopped at its time limit",
+                               exact_kept ? ", its plan kept" : "")
+                : exact_columns > 0 && asked_exact
+                    ? concat("; exact solver not run: the programme's ", exact_columns, " columns are over the ",
+                             kExactMaxColumns, " it is given")
+                    : std::string(),
+                "\n");
 }
 
-SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes, std::optional<DeviceType> price_as,
-                            std::span<const FreeParameter> free_parameters) {
+SearchReport search_layouts(Tape& tape, const SearchSettings& settings, std::span<const FreeParameter> free_parameters) {
   SearchReport report;
   const auto start = std::chrono::steady_clock::now();
   const double cpu_start = thread_seconds();
+  const int64_t memory_budget_bytes = settings.memory_budget_bytes;
+  const std::optional<DeviceType>& price_as = settings.price_as;
   Problem problem(tape, 0, price_as, free_parameters);
   if (price_as) report.priced_as = std::string(to_string(*price_as));
   if (!agreed(problem.searchable())) {
@@ -737,38 +1043,42 @@ SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes, std::option
   std::vector<Node>& nodes = problem.nodes();
   // Rank 0 searches; the others take its choices (the same graph everywhere: the same program).
   std::vector<int64_t> choices(nodes.size());
-  std::vector<double> figures(7, 0);
+  std::vector<double> figures(kFigures, 0);
+  std::string failure;
   if (rank() == 0) {
-    figures[0] = problem.total();
-    figures[4] = static_cast<double>(problem.result_bytes());
-    double weight = 0;
-    int64_t rounds = 0;
-    for (int attempt = 0; attempt < 6; ++attempt) {
-      rounds += problem.descend(30.0, start);
-      if (memory_budget_bytes <= 0 || problem.result_bytes() <= memory_budget_bytes) break;
-      // Over budget: price memory higher and search again from here.
-      weight = weight == 0 ? 1e-6 : weight * 10;
-      problem.set_memory_weight(weight);
+    try {
+      search_here(problem, settings, start, figures);
+    } catch (const Error& e) {  // every rank throws it, after the broadcast
+      failure = e.what();
+      figures[kFailed] = static_cast<double>(failure.size()) + 1;
     }
-    problem.set_memory_weight(0);
-    figures[1] = problem.total();
-    figures[2] = problem.lower_bound();
-    figures[3] = static_cast<double>(rounds);
-    figures[5] = static_cast<double>(problem.result_bytes());
+    figures[kCpuSeconds] = thread_seconds() - cpu_start;
     for (size_t n = 0; n < nodes.size(); ++n) choices[n] = static_cast<int64_t>(nodes[n].choice);
-    figures[6] = thread_seconds() - cpu_start;
   }
   if (world_size() > 1) {
+    const LongerTimeout waiting(2 * kSearchSeconds + 2 * settings.exact_seconds + (settings.exact_seconds > 0 ? 120 : 0));
     world_communicator().broadcast(choices.data(), static_cast<int64_t>(choices.size()), DType::kInt64, 0);
     world_communicator().broadcast(figures.data(), static_cast<int64_t>(figures.size()), DType::kFloat64, 0);
+  }
+  if (figures[kFailed] != 0) {  // rank 0's error, on every rank
+    std::vector<int32_t> text(static_cast<size_t>(figures[kFailed]) - 1);
+    for (size_t i = 0; i < failure.size() && i < text.size(); ++i) text[i] = static_cast<unsigned char>(failure[i]);
+    if (world_size() > 1) world_communicator().broadcast(text.data(), static_cast<int64_t>(text.size()), DType::kInt32, 0);
+    failure.assign(text.begin(), text.end());
+    throw Error(failure);
   }
   for (size_t n = 0; n < nodes.size(); ++n) nodes[n].choice = static_cast<size_t>(choices[n]);
   report.searched = true;
   report.ops = static_cast<int64_t>(nodes.size());
-  report.eager_us = figures[0], report.found_us = figures[1], report.lower_bound_us = figures[2];
-  report.rounds = static_cast<int64_t>(figures[3]);
-  report.eager_result_bytes = static_cast<int64_t>(figures[4]), report.result_bytes = static_cast<int64_t>(figures[5]);
-  report.cpu_seconds = figures[6];
+  report.eager_us = figures[kEagerUs], report.found_us = figures[kFoundUs], report.lower_bound_us = figures[kLowerBoundUs];
+  report.rounds = static_cast<int64_t>(figures[kRounds]);
+  report.restarts = static_cast<int64_t>(figures[kRestarts]), report.restarts_kept = static_cast<int64_t>(figures[kRestartKept]);
+  report.eager_result_bytes = static_cast<int64_t>(figures[kEagerBytes]);
+  report.result_bytes = static_cast<int64_t>(figures[kFoundBytes]);
+  report.exact = figures[kExact] != 0, report.exact_optimal = figures[kExactOptimal] != 0;
+  report.exact_kept = figures[kExactKept] != 0, report.exact_seconds = figures[kExactSeconds];
+  report.exact_columns = static_cast<int64_t>(figures[kExactColumns]), report.asked_exact = settings.exact_seconds > 0;
+  report.cpu_seconds = figures[kCpuSeconds];
   report.memory_budget_bytes = memory_budget_bytes;
   if (!free_parameters.empty()) {
     // A plan for parameters re-laid before another capture: the tape stays as captured.

@@ -3,6 +3,8 @@
 #include <catch2/catch.hpp>
 
 #include <numeric>
+#include <string>
+#include <vector>
 
 #include "compile_checks.hpp"
 
@@ -61,4 +63,22 @@ TEST_CASE("compile: a dry run inside an MPI job plans what the job's ranks do", 
   int64_t one = 1, sum = 0;
   spsd::world_communicator().all_reduce(&one, &sum, 1, spsd::DType::kInt64, spsd::ReduceOp::kSum);
   CHECK(sum == spsd::world_size());
+}
+
+// The exact solver on real ranks: rank 0 solves (CBC) while the others wait for its choices;
+// every rank replays the same proven plan (the bytes line of explain() agrees) and trains alike.
+TEST_CASE("compile: the exact solver's plan is every rank's and trains like eager's", "[mpi][compile]") {
+  const std::string mode = spsd::world_size() == 1 ? "data" : "tensor";
+  const auto eager = spsd_test::gpt_compiled_run<float>(mode, world(), 3, false);
+  const auto exact = spsd_test::gpt_compiled_run<float>(mode, world(), 3, true, {.exact_seconds = 60});
+  INFO(mode << ", rank " << spsd::rank() << "\n" << exact.explanation);
+  CHECK(exact.explanation.find("optimal, proven") != std::string::npos);
+  const size_t at = exact.explanation.find("bytes sent per step");
+  REQUIRE(at != std::string::npos);
+  const std::string line = exact.explanation.substr(at, exact.explanation.find('\n', at) - at);
+  std::vector<int64_t> length{static_cast<int64_t>(line.size())}, longest{0};
+  spsd::world_communicator().all_reduce(length.data(), longest.data(), 1, spsd::DType::kInt64, spsd::ReduceOp::kMax);
+  CHECK(longest[0] == length[0]);  // the same line everywhere has the same length
+  REQUIRE(exact.losses.size() == eager.losses.size());
+  for (size_t s = 0; s < eager.losses.size(); ++s) CHECK(exact.losses[s] == Approx(eager.losses[s]).epsilon(1e-4));
 }

@@ -3,6 +3,10 @@
 // an Error at capture on every rank; another key captures again.
 #include <catch2/catch.hpp>
 
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -293,4 +297,89 @@ TEST_CASE("search_plan: under a budget the parameters' layouts are chosen and th
   for (int r = 0; r < 4; ++r)
     for (size_t s = 0; s < reference[r].losses.size(); ++s)
       CHECK(trained[r].losses[s] == Approx(reference[r].losses[s]).epsilon(1e-4));
+}
+
+// The exact solver (CompileOptions::exact_seconds, COIN-OR CBC) on the search's integer programme:
+// on one tensor axis it proves a plan optimal on the cost model (the gap closes), that plan is no
+// dearer than the search's alone, the step sends the bytes explain() predicts, and it trains as
+// eager does. The solver's plan is checked against the search's own objective, so a programme
+// that priced plans otherwise would be an Error here.
+TEST_CASE("compile: the exact solver proves a plan optimal, no dearer than the search's, that trains alike",
+          "[compile]") {
+  const spsd_test::GptSize size{64, 32, 8};
+  for (const auto& [mode, n] : std::vector<std::pair<std::string, int>>{{"tensor", 4}, {"sequence", 4}, {"data", 2}}) {
+    std::vector<spsd_test::CompiledRun> eager(n), searched(n), exact(n);
+    simulate(n, [&] {
+      eager[rank()] = spsd_test::gpt_compiled_run<float>(mode, first(n), 3, false, {}, size);
+      searched[rank()] = spsd_test::gpt_compiled_run<float>(mode, first(n), 3, true, {}, size);
+      exact[rank()] = spsd_test::gpt_compiled_run<float>(mode, first(n), 3, true, {.exact_seconds = 60}, size);
+    });
+    const std::string& e = exact[0].explanation;
+    INFO(mode << " on " << n << " ranks\nsearch alone:\n" << searched[0].explanation << "\nwith the exact solver:\n" << e);
+    CHECK(e.find("exact solver (CBC, ") != std::string::npos);
+    CHECK(e.find("optimal, proven") != std::string::npos);
+    const double predicted = number_after(e, "; predicted ");
+    CHECK(predicted > 0);
+    CHECK(predicted <= number_after(searched[0].explanation, "; predicted ") + 1e-6);
+    CHECK(number_after(e, "; lower bound ") == Approx(predicted).epsilon(1e-9));
+    int64_t busiest = 0;
+    for (int r = 0; r < n; ++r) busiest = std::max(busiest, exact[r].last_step_sent);
+    CHECK(busiest == static_cast<int64_t>(number_after(e, "bytes sent per step, busiest rank: ")));
+    for (int r = 0; r < n; ++r)
+      for (size_t s = 0; s < eager[r].losses.size(); ++s)
+        CHECK(exact[r].losses[s] == Approx(eager[r].losses[s]).epsilon(1e-4));
+  }
+}
+
+// The search's restarts: in sequence mode the plan that makes the whole tensor axis data parallel
+// is one no sequence of single or pair moves reaches from eager's (each move on the way costs
+// more); the restart from it is kept, and it is the optimum the exact solver proves.
+TEST_CASE("compile: a restart reaches the optimum that single and pair moves cannot", "[compile]") {
+  const spsd_test::GptSize size{128, 64, 16};
+  std::vector<spsd_test::CompiledRun> searched(4), exact(4);
+  simulate(4, [&] {
+    searched[rank()] = spsd_test::gpt_compiled_run<float>("sequence", first(4), 1, true, {}, size);
+    exact[rank()] = spsd_test::gpt_compiled_run<float>("sequence", first(4), 1, true, {.exact_seconds = 60}, size);
+  });
+  const std::string& e = searched[0].explanation;
+  INFO(e << "\nwith the exact solver:\n" << exact[0].explanation);
+  CHECK(e.find("1 restart (a restart's plan kept)") != std::string::npos);
+  REQUIRE(exact[0].explanation.find("optimal, proven") != std::string::npos);
+  CHECK(number_after(e, "; predicted ") == Approx(number_after(exact[0].explanation, "; predicted ")).epsilon(1e-9));
+}
+
+// CompileOptions::search_problem_file: rank 0 writes the integer programme in CPLEX LP form (one
+// binary per candidate of every node); a file that cannot be written is an Error on every rank.
+TEST_CASE("compile: the search's problem is written for an outside solver; an unwritable file is an Error",
+          "[compile]") {
+  const std::string path = "compile_search_problem.lp";
+  std::vector<spsd_test::CompiledRun> runs(2);
+  simulate(2, [&] {
+    runs[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(2), 1, true, {.search_problem_file = path});
+  });
+  std::ifstream file(path);
+  REQUIRE(file.good());
+  const std::string text((std::istreambuf_iterator<char>(file)), std::istreambuf_iterator<char>());
+  const size_t binaries = text.find("\nBinary\n");
+  REQUIRE(binaries != std::string::npos);
+  CHECK(text.rfind("\\ spsd layout search: ", 0) == 0);
+  CHECK(text.find("\nMinimize\n obj:") != std::string::npos);
+  CHECK(text.find("\nSubject To\n one_0: ") != std::string::npos);
+  CHECK(text.find("\nEnd\n") != std::string::npos);
+  // As many binaries as the nodes' candidates, and one "one_" row per node.
+  const size_t x_count = static_cast<size_t>(std::count(text.begin() + static_cast<std::ptrdiff_t>(binaries), text.end(), 'x'));
+  const size_t nodes = static_cast<size_t>(number_after(text, "spsd layout search: "));
+  size_t one_rows = 0;
+  for (size_t at = text.find("\n one_"); at != std::string::npos; at = text.find("\n one_", at + 1)) ++one_rows;
+  CHECK(one_rows == nodes);
+  CHECK(x_count >= nodes);
+  std::remove(path.c_str());
+  const std::vector<std::string> errors = spsd_test::errors_by_rank(2, [&] {
+    (void)spsd_test::gpt_compiled_run<float>("tensor", first(2), 1, true,
+                                             {.search_problem_file = "/nonexistent-directory/problem.lp"});
+  });
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r << ": " << errors[r]);
+    CHECK(errors[r].find("cannot write the search's problem to \"/nonexistent-directory/problem.lp\"") != std::string::npos);
+  }
 }

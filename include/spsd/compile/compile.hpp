@@ -50,6 +50,13 @@ struct CompileOptions {
   // The device whose cost model prices the search (work and boxing), where not the placements'
   // own: e.g. a dry run on cpu placements planning for GPUs (docs/compile.md).
   std::optional<DeviceType> price_as;
+  // Where the search writes the problem it solved as a 0-1 integer programme (CPLEX LP form, the
+  // same objective), for an exact solver to check it (docs/compile.md); empty: not written.
+  std::string search_problem_file;
+  // Seconds for an exact solver (COIN-OR CBC, loaded at run time: Debian's coinor-libcbc3) to
+  // improve the searched plan and prove it optimal on the cost model (docs/compile.md); 0: the
+  // search alone.
+  double exact_seconds = 0;
 };
 
 namespace detail {
@@ -72,6 +79,9 @@ class CompiledTapes {
   // The search over the last tape used with these parameters free (compile/layout_search.hpp).
   SearchReport search_parameters(std::span<const FreeParameter> parameters);
   const CompileOptions& options() const { return options_; }
+  SearchSettings settings() const {
+    return {options_.memory_budget_bytes, options_.price_as, options_.search_problem_file, options_.exact_seconds};
+  }
 
  private:
   struct Compiled {

@@ -14,8 +14,14 @@
 // multiply-adds, so that a signature computing the whole tensor on every rank is not free), plus,
 // under a memory budget, a penalty on the bytes of the results (what backward keeps alive at most).
 // Search: from eager's choices, moves of one op and of a producer with each of its consumers,
-// each taken when it lowers the objective, until none does. The result is never worse than
-// eager's. A lower bound (every op and edge at its own cheapest, independently) gives the gap.
+// each taken when it lowers the objective, until none does; then the same again from a restart
+// per mesh axis (every split on that axis turned into a split of dimension 0, the batch: a
+// change of the whole step that no sequence of small moves makes when each step of it costs
+// more), the best kept. The result is never worse than eager's. A lower bound (every op and edge
+// at its own cheapest, independently) gives the gap. The problem is also a 0-1 integer programme
+// with the same objective (compile/integer_programme.hpp): written for any MIP solver to check
+// the search, or solved with CBC for a time limit, which improves the plan and proves it optimal
+// where it can (and tightens the bound where it cannot).
 // Only where every op and boxing of the step spans the whole world (so every rank captured
 // the same graph); rank 0 searches and the others take its choices.
 #include <cstdint>
@@ -33,6 +39,13 @@ struct SearchReport {
   std::string why_not;            // when not searched
   int64_t ops = 0, changed = 0;   // nodes (ops, free to_globals, parameters), and how many changed their choice
   int64_t rounds = 0;             // sweeps until no move helped
+  int64_t restarts = 0, restarts_kept = 0;  // restarts searched, and whether one gave the plan kept (0 or 1)
+  bool exact = false;          // the exact solver ran (SearchSettings::exact_seconds)
+  bool exact_optimal = false;  // it proved the plan kept optimal on the objective
+  bool exact_kept = false;     // its plan was cheaper than the search's, and kept
+  double exact_seconds = 0;    // its wall time
+  bool asked_exact = false;    // SearchSettings::exact_seconds > 0 (the solver may still not run: too large)
+  int64_t exact_columns = 0;   // the programme's columns, when it was built
   double eager_us = 0, found_us = 0, lower_bound_us = 0;  // the objective
   int64_t result_bytes = 0, eager_result_bytes = 0;       // per rank, the bytes of all results
   int64_t memory_budget_bytes = 0;                         // asked for (0: none)
@@ -51,12 +64,18 @@ struct FreeParameter {
   const AutogradMeta* meta;
 };
 
+// What the search runs under: CompileOptions' fields of the same names.
+struct SearchSettings {
+  int64_t memory_budget_bytes = 0;      // per rank, on the results' bytes; 0: none
+  std::optional<DeviceType> price_as;   // price work and boxing with that device's cost model
+  std::string problem_file;             // where rank 0 writes the problem as an integer programme; empty: nowhere
+  double exact_seconds = 0;             // > 0: then CBC improves and proves the plan for at most that long
+};
+
 // Searches and rewrites tape's steps with the chosen signatures (and re-plans their boxing).
-// price_as: price work and boxing with that device's cost model instead of the placements' own.
 // With free parameters, their layouts are chosen too and reported, and the tape is left as
 // captured (a plan for parameters re-laid before another capture). Collective over the world
-// (rank 0 searches).
-SearchReport search_layouts(Tape& tape, int64_t memory_budget_bytes, std::optional<DeviceType> price_as = std::nullopt,
-                            std::span<const FreeParameter> free_parameters = {});
+// (rank 0 searches); a problem file that cannot be written is an Error on every rank.
+SearchReport search_layouts(Tape& tape, const SearchSettings& settings, std::span<const FreeParameter> free_parameters = {});
 
 }  // namespace spsd::detail

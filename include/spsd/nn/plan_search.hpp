@@ -31,6 +31,8 @@ namespace spsd::nn {
 struct PlanSearchOptions {
   int64_t memory_budget_bytes = 0;      // per rank: parameters x 4 plus the step's results; 0: none
   std::optional<DeviceType> price_as;   // as CompileOptions::price_as
+  std::string search_problem_file;      // as CompileOptions::search_problem_file
+  double exact_seconds = 0;             // as CompileOptions::exact_seconds
 };
 
 // What search_plan found: a plan to parallelize a model with, and what the search said.
@@ -60,7 +62,9 @@ SearchedPlan search_plan(const Module<T>& model, const Plan& plan, F step, const
              plan.axes.size(), " axes, the model's mesh ", mesh_axes);
   auto compiled = spsd::compile(std::move(step), {.search_layouts = false,
                                                   .memory_budget_bytes = options.memory_budget_bytes,
-                                                  .price_as = options.price_as});
+                                                  .price_as = options.price_as,
+                                                  .search_problem_file = options.search_problem_file,
+                                                  .exact_seconds = options.exact_seconds});
   compiled(args...);
   std::vector<spsd::detail::FreeParameter> free;
   for (const auto& [name, p] : named) free.push_back({p.data().local.get(), p.autograd_meta().get()});
