@@ -6,12 +6,13 @@
 // (rank 0 searches and the others take its choices, so the time printed is the search's own).
 //
 //   build/bench/compile [--blocks 48] [--mesh 2x4] [--mode 2d|tensor] [--dim 64] [--context 16] [--simulate 0|1]
-//                 [--price-as cuda] [--search-problem FILE] [--exact-seconds S]
+//                 [--price-as cuda] [--search-problem FILE] [--exact-seconds S] [--exact-max-columns C]
 //
 // --search-problem FILE writes the search's problem as a 0-1 integer programme (CPLEX LP form,
 // CompileOptions::search_problem_file), for an exact solver to check the plan found, e.g.
 // `cbc FILE solve quit` (Debian's coinor-cbc; docs/compile.md, "Checking the search");
-// --exact-seconds S gives CBC S seconds to improve the plan and prove it (CompileOptions::exact_seconds).
+// --exact-seconds S gives CBC S seconds to improve the plan and prove it (CompileOptions::exact_seconds);
+// --exact-max-columns C, the largest programme it takes whole (over it, by block; CompileOptions::exact_max_columns).
 // --mesh DxT: a (D, T) mesh, data parallel on D and Megatron's tensor parallelism on T (mode 2d);
 // mode tensor takes the D*T ranks as one tensor axis.
 #include <chrono>
@@ -34,6 +35,7 @@ int main(int argc, char** argv) {
   std::optional<DeviceType> price_as;  // --price-as cuda: the search on a GPU's cost model
   std::string problem_file;
   double exact_seconds = 0;
+  size_t exact_max_columns = CompileOptions{}.exact_max_columns;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--blocks") blocks = std::stoll(v);
@@ -45,6 +47,7 @@ int main(int argc, char** argv) {
     else if (a == "--price-as") price_as = v == "cuda" ? std::optional(DeviceType::kCUDA) : std::nullopt;
     else if (a == "--search-problem") problem_file = v;
     else if (a == "--exact-seconds") exact_seconds = std::stod(v);
+    else if (a == "--exact-max-columns") exact_max_columns = std::stoull(v);
     else throw Error("bench/compile: unknown option " + a);
   }
   const int n = static_cast<int>(d * t);
@@ -74,7 +77,8 @@ int main(int argc, char** argv) {
           backward(cross_entropy(model.forward<float>(tokens), targets));
           adam.step();
         },
-        {.price_as = price_as, .search_problem_file = problem_file, .exact_seconds = exact_seconds});
+        {.price_as = price_as, .search_problem_file = problem_file, .exact_seconds = exact_seconds,
+         .exact_max_columns = exact_max_columns});
     const auto t0 = std::chrono::steady_clock::now();
     step(x, y);  // captures, searches
     const double capture_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

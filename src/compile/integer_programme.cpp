@@ -4,6 +4,7 @@
 #include <dlfcn.h>
 
 #include <chrono>
+#include <unordered_map>
 #include <string>
 #include <type_traits>
 #include <cmath>
@@ -104,6 +105,24 @@ void IntegerProgramme::write_lp(std::ostream& out) const {
   for (const Column& c : columns)
     if (c.binary) out << " " << c.name << "\n";
   out << "End\n";
+}
+
+void IntegerProgramme::add_row(std::string name, std::vector<std::pair<int, double>> terms, double lower, double upper) {
+  // Kept in the order first named; a long row (the memory budget's) looks its columns up.
+  std::unordered_map<int, size_t> at;
+  size_t kept = 0;
+  for (size_t i = 0; i < terms.size(); ++i) {
+    size_t same = kept;
+    if (terms.size() <= 16) {
+      for (size_t k = 0; k < kept && same == kept; ++k) same = terms[k].first == terms[i].first ? k : kept;
+    } else if (const auto [it, first] = at.try_emplace(terms[i].first, kept); !first) {
+      same = it->second;
+    }
+    if (same == kept) terms[kept++] = terms[i];
+    else terms[same].second += terms[i].second;
+  }
+  terms.resize(kept);
+  rows.push_back({std::move(name), std::move(terms), lower, upper});
 }
 
 ExactSolution solve_exactly(const IntegerProgramme& p, const std::vector<std::pair<int, double>>& start, double seconds,

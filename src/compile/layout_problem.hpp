@@ -9,7 +9,9 @@
 #include <cmath>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <initializer_list>
+#include <numeric>
 #include <optional>
 #include <span>
 #include <string>
@@ -133,22 +135,58 @@ class Problem {
   // its parameter's layout, a group of its own (value_cost counts it on its own).
   std::vector<std::vector<Asker>> askers_of(size_t v) const;
   static std::vector<int> needed_layouts(const std::vector<Asker>& group);
-  // The columns programme() would make: its size, known before it is built.
+  // The columns programme() would make of the whole problem: its size, known before it is built.
   size_t programme_columns();
 
-  // The problem as a 0-1 integer programme with the objective total() computes: column x_n_c,
-  // node n takes candidate c (one per node); y_v_g_f_l, value v boxed from layout f to l for
-  // group g of its askers (at most what v coming in f allows, and at least what each asker needing
-  // l asks: a boxing is paid once for all the consumers that need it; a gradient boxed to its
-  // parameter's layout is a group of its own, as value_cost counts it); fixed to_globals' costs on
-  // the producer's candidates; boxing into a partial layout excluded; the memory budget a
-  // constraint on the results' bytes. x_column[n][c] is x_n_c's column.
-  IntegerProgramme programme(int64_t memory_budget_bytes, std::vector<std::vector<int>>& x_column);
+  // Which nodes a programme chooses for and which costs it counts, with what weight. The whole
+  // problem: every node its own columns, every cost once. Tied: nodes at the same place of
+  // repeated blocks share their columns (the plans that repeat one block; values alike share
+  // their boxing columns, paid once per value). A piece of the step for a lower bound: some
+  // nodes, some values, weighted so that over all pieces each cost counts at most once; a value
+  // whose producer is outside comes in any layout it can (the piece's optimum is then at most
+  // its share of any plan's cost).
+  struct Scope {
+    std::vector<int> tie;              // per node: the node whose columns it takes (itself when free), or -1: not in the programme
+    std::vector<double> node_weight;   // per node: its work's weight (empty: 1)
+    std::vector<double> value_weight;  // per value: its boxing's weight (empty: 1; 0: not counted)
+    bool names = true;                 // columns and rows named (the LP file), or left unnamed (a solve)
+    static Scope whole(size_t nodes) {
+      Scope s;
+      s.tie.resize(nodes);
+      std::iota(s.tie.begin(), s.tie.end(), 0);
+      return s;
+    }
+  };
+  // The parts v's producer and askers (consumers, gradients' parameters) are in (part_of's
+  // indices; a fixed value has no producer), sorted, each once.
+  std::vector<int> parts_of(size_t v, const std::vector<int>& part_of) const;
+
+  // The problem (its scope) as a 0-1 integer programme with the objective total() computes:
+  // column x_n_c, node n takes candidate c (one per node); y_v_g_f_l, value v boxed from layout f
+  // to l for group g of its askers (at most what v coming in f allows, and at least what each
+  // asker needing l asks: a boxing is paid once for all the consumers that need it; a gradient
+  // boxed to its parameter's layout is a group of its own, as value_cost counts it); fixed
+  // to_globals' costs on the producer's candidates; boxing into a partial layout excluded; the
+  // memory budget a constraint on the results' bytes (the whole step's only: with every weight
+  // 1). x_column[n][c] is x_n_c's column (a tied node's, its tie's).
+  IntegerProgramme programme(const Scope& scope, int64_t memory_budget_bytes, std::vector<std::vector<int>>& x_column);
+
+  // A chain of repeated blocks in the step (layout_blocks.cpp): runs of nodes whose ops and
+  // inputs' and output's kinds repeat with a period, the runs of one count of copies (a
+  // transformer's forward blocks, then their backward in reverse), copies joined into blocks by
+  // the values between them.
+  struct Blocks {
+    int64_t count = 0;      // blocks found (0: none)
+    std::vector<int> part;  // per node: its block, or -1 (outside every block)
+    std::vector<int> tie;   // per node: the node at its place in block 0, with the same candidates; or itself
+  };
+  Blocks repeated_blocks();
 
   // The node of free parameter i, or -1 (the step does not read it).
   int parameter_node(size_t i) const { return i < parameter_nodes_.size() ? parameter_nodes_[i] : -1; }
   const NdSbp& layout(int id) const { return layouts_[static_cast<size_t>(id)]; }
 
+  size_t values() const { return values_.size(); }
   bool searchable() const { return why_not_.empty(); }
   const std::string& why_not() const { return why_not_; }
   std::vector<Node>& nodes() { return nodes_; }
@@ -450,5 +488,30 @@ class Problem {
   std::vector<int> seen_, touched_;   // value_cost's and local_cost's scratch (value_cost runs inside local_cost)
   std::string why_not_;
 };
+
+// What the exact solver did (layout_exact.cpp), for the search's report.
+struct ExactOutcome {
+  bool ran = false;           // CBC ran
+  bool optimal = false;       // it proved the plan kept optimal on the objective
+  bool kept = false;          // a plan of CBC's was cheaper than the search's, and kept
+  double seconds = 0;         // CBC's wall time, every solve
+  size_t columns = 0;         // the whole programme's (counted; built only when CBC takes it)
+  double lower_bound = 0;     // proven by CBC (0: none)
+  // Solved by block: the chain's blocks; the columns of the programme whose plans repeat one
+  // block, and whether CBC proved its optimum; the windows of the bound and how many distinct
+  // ones CBC solved (0: no bound by windows).
+  int64_t blocks = 0;
+  size_t tied_columns = 0;
+  bool tied_optimal = false;
+  int64_t windows = 0, windows_solved = 0, window_width = 0;  // window_width: parts in a window
+};
+
+// CBC from the plan `best` (its objective best_us; fits() says whether the current plan meets
+// the memory budget): on the whole programme when it has at most max_columns columns; else, on a
+// chain of repeated blocks, on the plans that repeat one block (solve one, reuse it), and on each
+// distinct window of neighbouring parts (outside the blocks, each block) for a lower bound. A plan
+// of CBC's that is cheaper on the objective replaces best; the problem is left at best.
+ExactOutcome improve_exactly(Problem& problem, const SearchSettings& settings, size_t max_columns, std::vector<size_t>& best,
+                             double& best_us, const std::function<bool()>& fits);
 
 }  // namespace spsd::detail::layout_search

@@ -1,5 +1,8 @@
 // The layout search's problem as a 0-1 integer programme (layout_problem.hpp).
 #include <algorithm>
+#include <bit>
+#include <map>
+#include <unordered_map>
 
 #include "layout_problem.hpp"
 
@@ -39,49 +42,129 @@ size_t Problem::programme_columns() {
   return columns;
 }
 
-IntegerProgramme Problem::programme(int64_t memory_budget_bytes, std::vector<std::vector<int>>& x_column) {
+std::vector<int> Problem::parts_of(size_t v, const std::vector<int>& part_of) const {
+  const ValueInfo& info = values_[v];
+  std::vector<int> parts;
+  auto add = [&](int node) { parts.push_back(part_of[static_cast<size_t>(node)]); };
+  if (info.producer >= 0) add(info.producer);
+  for (const Use& u : info.uses) add(u.node);
+  for (const Sink& sink : info.sinks)
+    if (sink.link >= 0) add(sink.link);
+  std::sort(parts.begin(), parts.end());
+  parts.erase(std::unique(parts.begin(), parts.end()), parts.end());
+  return parts;
+}
+
+IntegerProgramme Problem::programme(const Scope& scope, int64_t memory_budget_bytes, std::vector<std::vector<int>>& x_column) {
   IntegerProgramme p;
+  auto named = [&](auto&&... parts) { return scope.names ? concat(parts...) : std::string(); };
   p.comment = concat("spsd layout search: ", nodes_.size(), " nodes, ", values_.size(),
                      " values; the objective is the predicted step in us (compile/layout_search.hpp)");
   using Terms = std::vector<std::pair<int, double>>;
-  const int constant = p.add_column("constant", 0, false, 1, 1);  // fixed to_globals of fixed values
+  const int constant = p.add_column(named("constant"), 0, false, 1, 1);  // fixed to_globals of fixed values
   x_column.assign(nodes_.size(), {});
   for (size_t n = 0; n < nodes_.size(); ++n) {
+    if (scope.tie[n] != static_cast<int>(n)) continue;
     Terms one;
     for (size_t c = 0; c < nodes_[n].candidates.size(); ++c) {
-      x_column[n].push_back(p.add_column(concat("x", n, "_", c), nodes_[n].work[c], true));
+      x_column[n].push_back(p.add_column(named("x", n, "_", c), 0, true));
       one.emplace_back(x_column[n].back(), 1);
     }
-    p.add_row(concat("one_", n), std::move(one), 1, 1);
+    p.add_row(named("one_", n), std::move(one), 1, 1);
+  }
+  for (size_t n = 0; n < nodes_.size(); ++n) {
+    if (scope.tie[n] < 0) continue;
+    x_column[n] = x_column[static_cast<size_t>(scope.tie[n])];
+    const double weight = scope.node_weight.empty() ? 1 : scope.node_weight[n];
+    for (size_t c = 0; c < nodes_[n].candidates.size(); ++c)
+      p.columns[static_cast<size_t>(x_column[n][c])].cost += weight * nodes_[n].work[c];
   }
   auto with = [](Terms a, const Terms& b, double sign) {
     for (const auto& [column, coefficient] : b) a.emplace_back(column, sign * coefficient);
     return a;
   };
+  auto in_scope = [&](int node) { return scope.tie[static_cast<size_t>(node)] >= 0; };
+  // A value's producer outside a part: a choice of the layouts it may come in, at no cost.
+  std::unordered_map<size_t, std::vector<int>> proxy;
+  // The x's under which v comes in layout f (none for a fixed layout: it always does).
+  auto comes_in = [&](size_t v, int f) {
+    Terms terms;
+    const ValueInfo& info = values_[v];
+    if (info.producer < 0) return terms;
+    if (const auto it = proxy.find(v); it != proxy.end()) {
+      const std::vector<int> from = layouts_of(static_cast<int>(v));
+      const auto at = std::find(from.begin(), from.end(), f);
+      if (at != from.end()) terms.emplace_back(it->second[static_cast<size_t>(at - from.begin())], 1);
+      return terms;
+    }
+    const Node& prod = nodes_[static_cast<size_t>(info.producer)];
+    for (size_t c = 0; c < prod.candidates.size(); ++c)
+      if (prod.out_layout[c] == f) terms.emplace_back(x_column[static_cast<size_t>(info.producer)][c], 1);
+    return terms;
+  };
+  // Values alike once tied (the same producer's columns, kind and askers' columns) share their
+  // boxing columns, paid once per value: (value, its groups of askers, how many it stands for,
+  // by their weights).
+  struct Boxed {
+    size_t value;
+    std::vector<std::vector<Asker>> groups;
+    double times;
+  };
+  std::vector<Boxed> boxed;
+  std::map<std::vector<int64_t>, size_t> alike;
   for (size_t v = 0; v < values_.size(); ++v) {
     const ValueInfo& info = values_[v];
-    if (!info.meta) continue;
+    const double weight = scope.value_weight.empty() ? 1 : scope.value_weight[v];
+    if (!info.meta || weight == 0) continue;
+    if (info.producer >= 0 && !in_scope(info.producer)) {
+      std::vector<int>& columns = proxy[v];
+      Terms one;
+      for (int f : layouts_of(static_cast<int>(v))) {
+        columns.push_back(p.add_column(named("p", v, "_", f), 0, true));
+        one.emplace_back(columns.back(), 1);
+      }
+      p.add_row(named("one_p", v), std::move(one), 1, 1);
+    }
     const std::vector<int> from = layouts_of(static_cast<int>(v));
-    // The x's under which v comes in layout f (none for a fixed layout: it always does).
-    auto comes_in = [&](int f) {
-      Terms terms;
-      if (info.producer < 0) return terms;
-      const Node& prod = nodes_[static_cast<size_t>(info.producer)];
-      for (size_t c = 0; c < prod.candidates.size(); ++c)
-        if (prod.out_layout[c] == f) terms.emplace_back(x_column[static_cast<size_t>(info.producer)][c], 1);
-      return terms;
-    };
-    const std::vector<std::vector<Asker>> groups = askers_of(v);
     for (size_t k = 0; k < info.sinks.size(); ++k) {
       if (info.sinks[k].link >= 0) continue;  // an asker
       for (int f : from) {
         const double cost = sink_edge(static_cast<int>(v), f, k);
-        if (info.producer < 0) p.columns[static_cast<size_t>(constant)].cost += cost;
-        for (const auto& [column, one] : comes_in(f)) p.columns[static_cast<size_t>(column)].cost += cost;
+        if (info.producer < 0) p.columns[static_cast<size_t>(constant)].cost += weight * cost;
+        for (const auto& [column, one] : comes_in(v, f)) p.columns[static_cast<size_t>(column)].cost += weight * cost;
       }
     }
-    for (size_t g = 0; g < groups.size(); ++g) {
-      for (int l : needed_layouts(groups[g])) {
+    // The askers in scope, one per tied node and layouts asked (alike askers ask alike).
+    std::vector<std::vector<Asker>> groups;
+    std::vector<int64_t> key{std::bit_cast<int64_t>(weight), kind_of(static_cast<int>(v)), info.producer < 0 ? -1 - info.fixed
+                                                          : proxy.count(v) ? -1 - static_cast<int64_t>(layouts_.size() + v)
+                                                                           : scope.tie[static_cast<size_t>(info.producer)]};
+    for (std::vector<Asker>& group : askers_of(v)) {
+      std::vector<Asker> kept;
+      for (Asker& a : group) {
+        if (!in_scope(a.node)) continue;
+        a.node = scope.tie[static_cast<size_t>(a.node)];
+        if (std::none_of(kept.begin(), kept.end(), [&](const Asker& k) { return k.node == a.node && k.needs == a.needs; }))
+          kept.push_back(std::move(a));
+      }
+      key.push_back(-1);
+      for (const Asker& a : kept) {
+        key.push_back(a.node);
+        key.insert(key.end(), a.needs.begin(), a.needs.end());
+      }
+      groups.push_back(std::move(kept));
+    }
+    const auto [it, first] = alike.try_emplace(std::move(key), boxed.size());
+    if (first) boxed.push_back({v, std::move(groups), weight});
+    else boxed[it->second].times += weight;
+  }
+  for (const Boxed& b : boxed) {
+    const size_t v = b.value;
+    const ValueInfo& info = values_[v];
+    const std::vector<int> from = layouts_of(static_cast<int>(v));
+    for (size_t g = 0; g < b.groups.size(); ++g) {
+      const std::vector<Asker>& group = b.groups[g];
+      for (int l : needed_layouts(group)) {
         auto asks = [&](const Asker& a) {  // a's x's that need l
           Terms terms;
           for (size_t c = 0; c < a.needs.size(); ++c)
@@ -91,34 +174,35 @@ IntegerProgramme Problem::programme(int64_t memory_budget_bytes, std::vector<std
         Terms boxings;  // the y's into l
         for (int f : from) {
           if (f == l) continue;
-          const Terms in_f = comes_in(f);
+          const Terms in_f = comes_in(v, f);
           const double cost = edge(static_cast<int>(v), f, l);
           if (cost >= kForbidden) {  // never f with an asker needing l
-            for (size_t i = 0; i < groups[g].size(); ++i)
-              if (const Terms need = asks(groups[g][i]); !need.empty())
-                p.add_row(concat("forbid_", v, "_", g, "_", i, "_", f, "_", l), with(in_f, need, 1),
+            for (size_t i = 0; i < group.size(); ++i)
+              if (const Terms need = asks(group[i]); !need.empty())
+                p.add_row(named("forbid_", v, "_", g, "_", i, "_", f, "_", l), with(in_f, need, 1),
                           -IntegerProgramme::kInfinity, in_f.empty() ? 0 : 1);
             continue;
           }
-          const int y = p.add_column(concat("y", v, "_", g, "_", f, "_", l), cost, false);
+          const int y = p.add_column(named("y", v, "_", g, "_", f, "_", l), cost * b.times, false);
           boxings.emplace_back(y, 1);
           if (!in_f.empty())  // only from the layout v comes in
-            p.add_row(concat("from_", y), with({{y, 1}}, in_f, -1), -IntegerProgramme::kInfinity, 0);
+            p.add_row(named("from_", y), with({{y, 1}}, in_f, -1), -IntegerProgramme::kInfinity, 0);
         }
         if (info.producer < 0 && from[0] == l) continue;  // fixed in l: nothing to box
-        for (size_t i = 0; i < groups[g].size(); ++i)
-          if (const Terms need = asks(groups[g][i]); !need.empty())
-            p.add_row(concat("box_", v, "_", g, "_", i, "_", l), with(with(need, boxings, -1), comes_in(l), -1),
+        for (size_t i = 0; i < group.size(); ++i)
+          if (const Terms need = asks(group[i]); !need.empty())
+            p.add_row(named("box_", v, "_", g, "_", i, "_", l), with(with(need, boxings, -1), comes_in(v, l), -1),
                       -IntegerProgramme::kInfinity, 0);
       }
     }
   }
   if (memory_budget_bytes > 0) {
-    Terms bytes;
+    std::map<int, double> bytes;  // per column: tied nodes' results add up
     for (size_t n = 0; n < nodes_.size(); ++n)
-      for (size_t c = 0; c < nodes_[n].candidates.size(); ++c)
-        if (nodes_[n].result_bytes[c] > 0) bytes.emplace_back(x_column[n][c], static_cast<double>(nodes_[n].result_bytes[c]));
-    p.add_row("memory", std::move(bytes), -IntegerProgramme::kInfinity, static_cast<double>(memory_budget_bytes));
+      if (scope.tie[n] >= 0)
+        for (size_t c = 0; c < nodes_[n].candidates.size(); ++c)
+          if (nodes_[n].result_bytes[c] > 0) bytes[x_column[n][c]] += static_cast<double>(nodes_[n].result_bytes[c]);
+    p.add_row("memory", Terms(bytes.begin(), bytes.end()), -IntegerProgramme::kInfinity, static_cast<double>(memory_budget_bytes));
   }
   return p;
 }

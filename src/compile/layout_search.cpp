@@ -36,12 +36,6 @@ bool agreed(bool mine) {
 
 // The descents stop at this many seconds from the search's start (a sweep under way finishes).
 constexpr double kSearchSeconds = 30;
-// The largest programme the exact solver is given, in columns. CBC's time limit binds its branch
-// and bound, not the linear programme at its root, which runs to its end first: 92k columns (the
-// 2-block GPT of bench/train on (2, 2)) take CBC about 12 s here, 180k (4 blocks on (2, 4))
-// 37 s with a limit of 5 s. Above this the search's plan stands and explain() says why.
-constexpr size_t kExactMaxColumns = 120000;
-
 // While rank 0 searches, the others wait in the broadcast of its choices: for as long as the
 // runtime's timeout, lengthened by what the search may take (its descents, the exact solver's
 // limit, building the programme), and set back after.
@@ -61,7 +55,8 @@ class LongerTimeout {
 // What rank 0's search found, sent to the others as doubles.
 enum Figure : size_t {
   kEagerUs, kFoundUs, kLowerBoundUs, kRounds, kEagerBytes, kFoundBytes, kCpuSeconds, kRestarts, kRestartKept,
-  kExact, kExactOptimal, kExactKept, kExactSeconds, kExactColumns, kFailed, kFigures
+  kExact, kExactOptimal, kExactKept, kExactSeconds, kExactColumns, kBlocks, kTiedColumns, kTiedOptimal, kWindows,
+  kWindowsSolved, kWindowWidth, kFailed, kFigures
 };
 
 // Rank 0's search: the descent (pricing memory higher while the plan is over the budget), the
@@ -101,42 +96,23 @@ void search_here(Problem& problem, const SearchSettings& settings, std::chrono::
   problem.set_choices(best);
   problem.set_memory_weight(0);
   double lower_bound = problem.lower_bound();
-  std::vector<std::vector<int>> x_column;
-  const size_t columns = settings.exact_seconds > 0 ? problem.programme_columns() : 0;
-  figures[kExactColumns] = static_cast<double>(columns);
-  const bool solve = settings.exact_seconds > 0 && columns <= kExactMaxColumns;
-  if (solve || !settings.problem_file.empty()) {
-    const IntegerProgramme programme = problem.programme(budget, x_column);
-    if (!settings.problem_file.empty()) {
-      std::ofstream file(settings.problem_file);
-      if (file) programme.write_lp(file);
-      SPSD_CHECK(file.good(), "compile", "cannot write the search's problem to \"", settings.problem_file, "\"");
-    }
-    if (solve) {
-      // From the plan found; CBC's plan is taken when it is cheaper on the objective itself.
-      std::vector<std::pair<int, double>> from;
-      for (size_t n = 0; n < x_column.size(); ++n)
-        for (size_t c = 0; c < x_column[n].size(); ++c) from.emplace_back(x_column[n][c], c == best[n] ? 1.0 : 0.0);
-      const ExactSolution exact = solve_exactly(programme, from, settings.exact_seconds, "compile");
-      figures[kExact] = 1, figures[kExactSeconds] = exact.seconds;
-      if (exact.found) {
-        std::vector<size_t> solved = best;
-        for (size_t n = 0; n < x_column.size(); ++n)
-          for (size_t c = 0; c < x_column[n].size(); ++c)
-            if (exact.values[static_cast<size_t>(x_column[n][c])] > 0.5) solved[n] = c;
-        problem.set_choices(solved);
-        const double t = problem.total();
-        // The programme states the objective itself: its value of a plan is the plan's cost.
-        SPSD_CHECK(std::abs(t - exact.objective) <= 1e-6 * std::max(1.0, std::abs(t)), "compile",
-                   "the exact solver's plan costs ", t, " us on the search's objective, but ", exact.objective,
-                   " us in the integer programme (an error in the programme)");
-        if (t < best_us - 1e-9 && fits()) best_us = t, best = solved, figures[kExactKept] = 1;
-        problem.set_choices(best);
-      }
-      // Proven optimal: CBC's optimum is the plan kept's objective (to rounding).
-      figures[kExactOptimal] = exact.optimal && best_us <= exact.objective + 1e-6 * std::max(1.0, std::abs(exact.objective));
-      lower_bound = figures[kExactOptimal] != 0 ? best_us : std::max(lower_bound, std::min(exact.bound, best_us));
-    }
+  if (!settings.problem_file.empty()) {
+    std::vector<std::vector<int>> x_column;
+    std::ofstream file(settings.problem_file);
+    if (file) problem.programme(Problem::Scope::whole(problem.nodes().size()), budget, x_column).write_lp(file);
+    SPSD_CHECK(file.good(), "compile", "cannot write the search's problem to \"", settings.problem_file, "\"");
+  }
+  if (settings.exact_seconds > 0) {
+    const layout_search::ExactOutcome exact =
+        layout_search::improve_exactly(problem, settings, settings.exact_max_columns, best, best_us, fits);
+    figures[kExactColumns] = static_cast<double>(exact.columns);
+    figures[kExact] = exact.ran, figures[kExactSeconds] = exact.seconds;
+    figures[kExactKept] = exact.kept, figures[kExactOptimal] = exact.optimal;
+    figures[kBlocks] = static_cast<double>(exact.blocks), figures[kTiedColumns] = static_cast<double>(exact.tied_columns);
+    figures[kTiedOptimal] = exact.tied_optimal;
+    figures[kWindows] = static_cast<double>(exact.windows), figures[kWindowsSolved] = static_cast<double>(exact.windows_solved);
+    figures[kWindowWidth] = static_cast<double>(exact.window_width);
+    if (exact.ran) lower_bound = exact.optimal ? best_us : std::max(lower_bound, exact.lower_bound);
   }
   figures[kFoundUs] = problem.total();
   figures[kLowerBoundUs] = lower_bound;
@@ -160,14 +136,27 @@ std::string SearchReport::to_string() const {
                                                  result_bytes <= memory_budget_bytes ? "met" : "NOT met")
                                         : std::string(),
                 priced_as.empty() ? std::string() : concat("; priced as ", priced_as),
-                exact ? concat("; exact solver (CBC, ", exact_seconds, " s, ", exact_columns, " columns): ",
-                               exact_optimal ? "optimal, proven" : "stopped at its time limit",
-                               exact_kept ? ", its plan kept" : "")
-                : exact_columns > 0 && asked_exact
-                    ? concat("; exact solver not run: the programme's ", exact_columns, " columns are over the ",
-                             kExactMaxColumns, " it is given")
-                    : std::string(),
-                "\n");
+                exact_report(), "\n");
+}
+
+std::string SearchReport::exact_report() const {
+  if (!asked_exact) return {};
+  if (exact_blocks == 0 || exact_columns <= static_cast<int64_t>(exact_max_columns)) {
+    if (!exact) return concat("; exact solver not run: the programme's ", exact_columns, " columns are over the ",
+                              exact_max_columns, " it is given whole, and the step is no chain of repeated blocks");
+    return concat("; exact solver (CBC, ", exact_seconds, " s, ", exact_columns, " columns): ",
+                  exact_optimal ? "optimal, proven" : "stopped at its time limit", exact_kept ? ", its plan kept" : "");
+  }
+  const std::string tied =
+      exact_tied_columns > static_cast<int64_t>(exact_max_columns)
+          ? concat("its programme's ", exact_tied_columns, " columns over the ", exact_max_columns, ", not solved")
+          : concat(exact_tied_columns, " columns, ", exact_tied_optimal ? "optimal among plans repeating it" : "stopped at its time limit",
+                   exact_kept ? ", its plan kept" : "");
+  const std::string bound = exact_windows_solved == 0 ? std::string("no lower bound by windows (a window over the columns given)")
+                            : concat(exact_optimal ? "the " : "", "lower bound by windows of ", exact_window_width, " parts (",
+                                     exact_windows_solved, " distinct of ", exact_windows, ")", exact_optimal ? " proves it optimal" : "");
+  return concat("; exact solver (CBC, ", exact_seconds, " s) on a chain of ", exact_blocks, " repeated blocks, the whole programme's ",
+                exact_columns, " columns being over the ", exact_max_columns, ": one block solved and reused (", tied, "); ", bound);
 }
 
 SearchReport search_layouts(Tape& tape, const SearchSettings& settings, std::span<const FreeParameter> free_parameters) {
@@ -220,6 +209,11 @@ SearchReport search_layouts(Tape& tape, const SearchSettings& settings, std::spa
   report.exact = figures[kExact] != 0, report.exact_optimal = figures[kExactOptimal] != 0;
   report.exact_kept = figures[kExactKept] != 0, report.exact_seconds = figures[kExactSeconds];
   report.exact_columns = static_cast<int64_t>(figures[kExactColumns]), report.asked_exact = settings.exact_seconds > 0;
+  report.exact_max_columns = settings.exact_max_columns;
+  report.exact_blocks = static_cast<int64_t>(figures[kBlocks]), report.exact_tied_columns = static_cast<int64_t>(figures[kTiedColumns]);
+  report.exact_tied_optimal = figures[kTiedOptimal] != 0;
+  report.exact_windows = static_cast<int64_t>(figures[kWindows]), report.exact_windows_solved = static_cast<int64_t>(figures[kWindowsSolved]);
+  report.exact_window_width = static_cast<int64_t>(figures[kWindowWidth]);
   report.cpu_seconds = figures[kCpuSeconds];
   report.memory_budget_bytes = memory_budget_bytes;
   if (!free_parameters.empty()) {

@@ -23,7 +23,7 @@ CompiledRun gpt_compiled_run(const std::string& mode, const std::vector<int64_t>
   const nn::Plan plan = given ? *given : examples::gpt_plan(mode);
   const Placement placement = examples::gpt_placement(mode, ranks, device);
   const NdSbp tokens = nn::input_layout(plan);
-  const examples::GptConfig config{text.vocab_size(), size.context, size.dim, /*heads=*/4, /*layers=*/1,
+  const examples::GptConfig config{text.vocab_size(), size.context, size.dim, /*heads=*/4, /*layers=*/size.layers,
                                    /*dropout=*/0, /*tied=*/false};
   examples::Gpt<float> model(config, {placement, 5000});
   nn::parallelize(model, plan);
@@ -69,7 +69,7 @@ spsd::nn::SearchedPlan search_gpt_plan(const std::string& mode, const std::vecto
   using namespace spsd;
   const examples::Corpus& text = compile_corpus();
   const Placement placement = examples::gpt_placement(mode, ranks, "cpu");
-  const examples::GptConfig config{text.vocab_size(), size.context, size.dim, /*heads=*/4, /*layers=*/1,
+  const examples::GptConfig config{text.vocab_size(), size.context, size.dim, /*heads=*/4, /*layers=*/size.layers,
                                    /*dropout=*/0, /*tied=*/false};
   examples::Gpt<float> model(config, {placement, 5000});
   nn::parallelize(model, plan);

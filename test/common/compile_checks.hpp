@@ -1,6 +1,6 @@
 #pragma once
 // Compiled steps (compile/compile.hpp) against eager, shared by the simulate and MPI tests: the
-// character GPT of examples/08 (one block, 4 heads, dropout 0; dim 16, context 8 unless given) trained a few
+// character GPT of examples/08 (4 heads, dropout 0; one block, dim 16, context 8 unless given) trained a few
 // Adam steps in each mode, eager and compiled, from the same initial parameters on the same
 // batches.
 #include <optional>
@@ -20,7 +20,7 @@ struct CompiledRun {
 };
 
 struct GptSize {
-  int64_t dim = 16, context = 8, batch = 4;
+  int64_t dim = 16, context = 8, batch = 4, layers = 1;
 };
 
 // Trains in mode ("data", "tensor", "2d", "sequence") on ranks; C: the compute type (float or

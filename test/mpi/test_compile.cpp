@@ -19,6 +19,15 @@ std::vector<std::string> modes() {
   if (n == 1) return {"data"};
   return n % 2 == 0 ? std::vector<std::string>{"data", "tensor", "2d"} : std::vector<std::string>{"data", "tensor"};
 }
+// explain()'s "bytes sent per step" line, and whether every rank's is as long (the same plan
+// everywhere gives the same line).
+bool bytes_line_alike(const std::string& explanation) {
+  const size_t at = explanation.find("bytes sent per step");  // a rank without it still joins the reduction
+  const int64_t mine = at == std::string::npos ? -1 : static_cast<int64_t>(explanation.find('\n', at) - at);
+  int64_t longest = 0;
+  spsd::world_communicator().all_reduce(&mine, &longest, 1, spsd::DType::kInt64, spsd::ReduceOp::kMax);
+  return mine >= 0 && longest == mine;
+}
 }  // namespace
 
 TEST_CASE("compile: a replayed GPT step equals eager bit for bit", "[mpi][compile]") {
@@ -73,12 +82,28 @@ TEST_CASE("compile: the exact solver's plan is every rank's and trains like eage
   const auto exact = spsd_test::gpt_compiled_run<float>(mode, world(), 3, true, {.exact_seconds = 60});
   INFO(mode << ", rank " << spsd::rank() << "\n" << exact.explanation);
   CHECK(exact.explanation.find("optimal, proven") != std::string::npos);
-  const size_t at = exact.explanation.find("bytes sent per step");
-  REQUIRE(at != std::string::npos);
-  const std::string line = exact.explanation.substr(at, exact.explanation.find('\n', at) - at);
-  std::vector<int64_t> length{static_cast<int64_t>(line.size())}, longest{0};
-  spsd::world_communicator().all_reduce(length.data(), longest.data(), 1, spsd::DType::kInt64, spsd::ReduceOp::kMax);
-  CHECK(longest[0] == length[0]);  // the same line everywhere has the same length
+  CHECK(bytes_line_alike(exact.explanation));
   REQUIRE(exact.losses.size() == eager.losses.size());
   for (size_t s = 0; s < eager.losses.size(); ++s) CHECK(exact.losses[s] == Approx(eager.losses[s]).epsilon(1e-4));
+}
+
+// The exact solver by block on real ranks: rank 0 finds the chain of three blocks, solves one and
+// reuses it, bounds the step by windows; every rank replays that plan and trains as eager does.
+TEST_CASE("compile: the exact solver by block gives every rank one plan that trains like eager's", "[mpi][compile]") {
+  const std::string mode = spsd::world_size() == 1 ? "data" : "tensor";
+  const spsd_test::GptSize size{16, 8, 4, 3};
+  const auto eager = spsd_test::gpt_compiled_run<float>(mode, world(), 2, false, {}, size);
+  const auto whole = spsd_test::gpt_compiled_run<float>(mode, world(), 1, true, {.exact_seconds = 60}, size);
+  const std::string& w = whole.explanation;
+  REQUIRE(w.find("exact solver (CBC, ") != std::string::npos);
+  const std::string after = w.substr(w.find("exact solver (CBC, "));
+  const size_t columns = static_cast<size_t>(std::stod(after.substr(after.find(" s, ") + 4)));
+  const auto by_block = spsd_test::gpt_compiled_run<float>(mode, world(), 2, true,
+                                                           {.exact_seconds = 60, .exact_max_columns = columns - 1}, size);
+  INFO(mode << ", rank " << spsd::rank() << "\n" << by_block.explanation);
+  CHECK(by_block.explanation.find("on a chain of 3 repeated blocks") != std::string::npos);
+  CHECK(by_block.explanation.find("one block solved and reused (") != std::string::npos);
+  CHECK(bytes_line_alike(by_block.explanation));
+  REQUIRE(by_block.losses.size() == eager.losses.size());
+  for (size_t s = 0; s < eager.losses.size(); ++s) CHECK(by_block.losses[s] == Approx(eager.losses[s]).epsilon(1e-4));
 }

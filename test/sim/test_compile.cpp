@@ -331,6 +331,48 @@ TEST_CASE("compile: the exact solver proves a plan optimal, no dearer than the s
   }
 }
 
+// The exact solver by block (CompileOptions::exact_max_columns below the whole programme's
+// columns): on a GPT of three blocks it finds the chain, solves one block and reuses it, and
+// bounds the step by windows. Against the optimum CBC proves on the whole programme: the plan
+// reused is no cheaper (the optimum is one) and no dearer than the search's alone; the bound is
+// no higher (a bound above the optimum would be wrong); the step sends what explain() predicts
+// and trains as eager does. A step of one block is no chain: explain() says the solver did not run.
+TEST_CASE("compile: the exact solver by block reuses one block's plan, under a lower bound by windows", "[compile]") {
+  const spsd_test::GptSize size{64, 16, 8, 3};
+  std::vector<spsd_test::CompiledRun> eager(4), searched(4), whole(4), by_block(4), single(4);
+  simulate(4, [&] {
+    eager[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, false, {}, size);
+    searched[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, true, {}, size);
+    whole[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, true, {.exact_seconds = 60}, size);
+    // "exact solver (CBC, T s, N columns)": every rank's report says it.
+    const std::string& w = whole[rank()].explanation;
+    const size_t columns = static_cast<size_t>(number_after(w.substr(w.find("exact solver (CBC, ")), " s, "));
+    by_block[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, true,
+                                                          {.exact_seconds = 60, .exact_max_columns = columns - 1}, size);
+    single[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, true, {.exact_seconds = 60, .exact_max_columns = 100},
+                                                        {64, 16, 8, 1});
+  });
+  const std::string& e = by_block[0].explanation;
+  INFO("whole programme:\n" << whole[0].explanation << "\nby block:\n" << e);
+  REQUIRE(whole[0].explanation.find("optimal, proven") != std::string::npos);
+  CHECK(e.find("on a chain of 3 repeated blocks") != std::string::npos);
+  CHECK(e.find("one block solved and reused (") != std::string::npos);
+  CHECK(e.find("lower bound by windows of ") != std::string::npos);
+  const double optimum = number_after(whole[0].explanation, "; predicted "), reused = number_after(e, "; predicted ");
+  CHECK(reused >= optimum - 1e-6 * optimum);
+  CHECK(reused <= number_after(searched[0].explanation, "; predicted ") + 1e-6 * optimum);
+  const double bound = number_after(e, "; lower bound ");
+  CHECK(bound > 0);
+  CHECK(bound <= optimum + 1e-6 * optimum);
+  int64_t busiest = 0;
+  for (int r = 0; r < 4; ++r) busiest = std::max(busiest, by_block[r].last_step_sent);
+  CHECK(busiest == static_cast<int64_t>(number_after(e, "bytes sent per step, busiest rank: ")));
+  for (int r = 0; r < 4; ++r)
+    for (size_t s = 0; s < eager[r].losses.size(); ++s) CHECK(by_block[r].losses[s] == Approx(eager[r].losses[s]).epsilon(1e-4));
+  CHECK(single[0].explanation.find("exact solver not run: ") != std::string::npos);
+  CHECK(single[0].explanation.find("the step is no chain of repeated blocks") != std::string::npos);
+}
+
 // The search's restarts: in sequence mode the plan that makes the whole tensor axis data parallel
 // is one no sequence of single or pair moves reaches from eager's (each move on the way costs
 // more); the restart from it is kept, and it is the optimum the exact solver proves.

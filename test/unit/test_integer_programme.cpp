@@ -60,3 +60,16 @@ TEST_CASE("IntegerProgramme: CBC finds and proves the optimum, from a worse star
     CHECK(s.values[3] == Approx(0));
   }
 }
+
+// A row naming a column twice (a node tied to the one it reads from, in a programme of repeated
+// blocks) holds it once, with the coefficients added, in the order first named; a long row too.
+TEST_CASE("IntegerProgramme: a column named twice in a row counts once, its coefficients added", "[compile]") {
+  IntegerProgramme p;
+  const int a = p.add_column("a", 1, true), b = p.add_column("b", 1, true);
+  p.add_row("short", {{b, 1}, {a, 2}, {b, -3}}, 0, 1);
+  CHECK(p.rows[0].terms == std::vector<std::pair<int, double>>{{b, -2}, {a, 2}});
+  std::vector<std::pair<int, double>> many;
+  for (int i = 0; i < 40; ++i) many.emplace_back(i % 2 == 0 ? a : b, 1);
+  p.add_row("long", many, 0, 40);
+  CHECK(p.rows[1].terms == std::vector<std::pair<int, double>>{{a, 20}, {b, 20}});
+}

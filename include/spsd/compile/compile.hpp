@@ -57,6 +57,10 @@ struct CompileOptions {
   // improve the searched plan and prove it optimal on the cost model (docs/compile.md); 0: the
   // search alone.
   double exact_seconds = 0;
+  // The largest programme the exact solver takes whole, in columns (CBC's root alone outgrows
+  // its time limit above it); a larger step that is a chain of repeated blocks is solved by
+  // block: one block solved and reused, with a lower bound by parts (docs/compile.md).
+  size_t exact_max_columns = 120000;
 };
 
 namespace detail {
@@ -80,7 +84,8 @@ class CompiledTapes {
   SearchReport search_parameters(std::span<const FreeParameter> parameters);
   const CompileOptions& options() const { return options_; }
   SearchSettings settings() const {
-    return {options_.memory_budget_bytes, options_.price_as, options_.search_problem_file, options_.exact_seconds};
+    return {options_.memory_budget_bytes, options_.price_as, options_.search_problem_file, options_.exact_seconds,
+            options_.exact_max_columns};
   }
 
  private:

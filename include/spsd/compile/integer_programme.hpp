@@ -18,12 +18,14 @@ struct IntegerProgramme {
     std::string name;
     double cost = 0, lower = 0, upper = 1;
     bool binary = false;
+    bool operator==(const Column&) const = default;
   };
   // lower <= sum of coefficient * column <= upper, one of the two infinite or both equal.
   struct Row {
     std::string name;
     std::vector<std::pair<int, double>> terms;  // (column, coefficient)
     double lower = -kInfinity, upper = kInfinity;
+    bool operator==(const Row&) const = default;
   };
   std::string comment;  // the first line of the LP file
   std::vector<Column> columns;
@@ -33,9 +35,9 @@ struct IntegerProgramme {
     columns.push_back({std::move(name), cost, lower, upper, binary});
     return static_cast<int>(columns.size() - 1);
   }
-  void add_row(std::string name, std::vector<std::pair<int, double>> terms, double lower, double upper) {
-    rows.push_back({std::move(name), std::move(terms), lower, upper});
-  }
+  // A column named twice in terms counts once, with the coefficients added.
+  void add_row(std::string name, std::vector<std::pair<int, double>> terms, double lower, double upper);
+  bool operator==(const IntegerProgramme&) const = default;
   // CPLEX LP form ("Minimize", "Subject To", "Bounds", "Binary", "End"), as cbc and glpsol read it.
   void write_lp(std::ostream& out) const;
 };

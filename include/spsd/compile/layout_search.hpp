@@ -21,7 +21,9 @@
 // at its own cheapest, independently) gives the gap. The problem is also a 0-1 integer programme
 // with the same objective (compile/integer_programme.hpp): written for any MIP solver to check
 // the search, or solved with CBC for a time limit, which improves the plan and proves it optimal
-// where it can (and tightens the bound where it cannot).
+// where it can (and tightens the bound where it cannot). A programme too large for CBC whole, on a
+// chain of repeated blocks, is solved by block: one block solved and reused, bounded by windows
+// of neighbouring parts (src/compile/layout_exact.cpp).
 // Only where every op and boxing of the step spans the whole world (so every rank captured
 // the same graph); rank 0 searches and the others take its choices.
 #include <cstdint>
@@ -45,7 +47,14 @@ struct SearchReport {
   bool exact_kept = false;     // its plan was cheaper than the search's, and kept
   double exact_seconds = 0;    // its wall time
   bool asked_exact = false;    // SearchSettings::exact_seconds > 0 (the solver may still not run: too large)
-  int64_t exact_columns = 0;   // the programme's columns, when it was built
+  int64_t exact_columns = 0;   // the whole programme's columns (counted)
+  size_t exact_max_columns = 0;  // the most it is given whole (SearchSettings::exact_max_columns)
+  // Over that, on a chain of repeated blocks (one solved and reused): the blocks found, the
+  // columns of the programme whose plans repeat one block and whether its optimum was proven, the
+  // windows of the lower bound (each of exact_window_width neighbouring parts of the chain) and
+  // the distinct ones solved.
+  int64_t exact_blocks = 0, exact_tied_columns = 0, exact_windows = 0, exact_windows_solved = 0, exact_window_width = 0;
+  bool exact_tied_optimal = false;
   double eager_us = 0, found_us = 0, lower_bound_us = 0;  // the objective
   int64_t result_bytes = 0, eager_result_bytes = 0;       // per rank, the bytes of all results
   int64_t memory_budget_bytes = 0;                         // asked for (0: none)
@@ -54,6 +63,7 @@ struct SearchReport {
   double seconds = 0;      // wall time of the whole search, with the rewrite and the broadcast
   double cpu_seconds = 0;  // rank 0's thread CPU time searching (what other threads on its core leave out)
   std::string to_string() const;
+  std::string exact_report() const;  // to_string's part on the exact solver (empty when not asked)
 };
 
 // A parameter whose layout the search chooses too (nn::search_plan): its piece on this rank (how
@@ -70,6 +80,11 @@ struct SearchSettings {
   std::optional<DeviceType> price_as;   // price work and boxing with that device's cost model
   std::string problem_file;             // where rank 0 writes the problem as an integer programme; empty: nowhere
   double exact_seconds = 0;             // > 0: then CBC improves and proves the plan for at most that long
+  // The largest programme CBC is given whole, in columns. CBC's time limit binds its branch and
+  // bound, not the linear programme at its root, which runs to its end first: 92k columns (the
+  // 2-block GPT of bench/train on (2, 2)) take CBC about 12 s on the 2-core VM, 180k (4 blocks on
+  // (2, 4)) 37 s with a limit of 5 s. Over it, a chain of repeated blocks is solved by block.
+  size_t exact_max_columns = 120000;
 };
 
 // Searches and rewrites tape's steps with the chosen signatures (and re-plans their boxing).

@@ -33,6 +33,7 @@ struct PlanSearchOptions {
   std::optional<DeviceType> price_as;   // as CompileOptions::price_as
   std::string search_problem_file;      // as CompileOptions::search_problem_file
   double exact_seconds = 0;             // as CompileOptions::exact_seconds
+  size_t exact_max_columns = 120000;    // as CompileOptions::exact_max_columns
 };
 
 // What search_plan found: a plan to parallelize a model with, and what the search said.
@@ -64,7 +65,8 @@ SearchedPlan search_plan(const Module<T>& model, const Plan& plan, F step, const
                                                   .memory_budget_bytes = options.memory_budget_bytes,
                                                   .price_as = options.price_as,
                                                   .search_problem_file = options.search_problem_file,
-                                                  .exact_seconds = options.exact_seconds});
+                                                  .exact_seconds = options.exact_seconds,
+                                                  .exact_max_columns = options.exact_max_columns});
   compiled(args...);
   std::vector<spsd::detail::FreeParameter> free;
   for (const auto& [name, p] : named) free.push_back({p.data().local.get(), p.autograd_meta().get()});
