@@ -138,6 +138,9 @@ Problem::Blocks Problem::repeated_blocks() {
     if (p >= 0 && found.tie[static_cast<size_t>(p)] == p && same_candidates(nodes_[n], nodes_[static_cast<size_t>(p)]))
       found.tie[n] = p;
   }
+  // A parameter tied to one tied later on: to the end of the chain (a tie is to a node tied to itself).
+  for (size_t n = 0; n < nodes_.size(); ++n)
+    while (found.tie[static_cast<size_t>(found.tie[n])] != found.tie[n]) found.tie[n] = found.tie[static_cast<size_t>(found.tie[n])];
   found.count = static_cast<int64_t>(blocks);
   return found;
 }

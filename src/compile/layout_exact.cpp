@@ -157,8 +157,10 @@ ExactOutcome improve_exactly(Problem& problem, const SearchSettings& settings, s
   for (const Distinct& d : distinct) {
     const ExactSolution s = solve_exactly(d.programme, {}, seconds / static_cast<double>(distinct.size()), "compile");
     out.ran = true, out.seconds += s.seconds;
-    // Every cost is at least 0: so is a window's bound, whatever CBC reached.
-    bound += d.times * std::max(0.0, s.optimal ? s.objective : s.bound);
+    // CBC's bound (at its optimum, no more than the optimum found); every cost is at least 0, so
+    // a window stopped before its root's bound counts 0.
+    const double reached = s.optimal ? std::min(s.objective, s.bound) : s.bound;
+    bound += d.times * (std::isfinite(reached) && reached < 1e40 ? std::max(0.0, reached) : 0.0);
   }
   // A bound above a plan's cost is an error in the windows' programmes.
   SPSD_CHECK(bound <= best_us + 1e-6 * std::max(1.0, best_us), "compile", "the lower bound by windows, ", bound,

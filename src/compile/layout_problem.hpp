@@ -142,9 +142,8 @@ class Problem {
   // problem: every node its own columns, every cost once. Tied: nodes at the same place of
   // repeated blocks share their columns (the plans that repeat one block; values alike share
   // their boxing columns, paid once per value). A piece of the step for a lower bound: some
-  // nodes, some values, weighted so that over all pieces each cost counts at most once; a value
-  // whose producer is outside comes in any layout it can (the piece's optimum is then at most
-  // its share of any plan's cost).
+  // nodes, and values whose producer is among them, weighted so that over all pieces each cost
+  // counts at most once (the piece's optimum is then at most its share of any plan's cost).
   struct Scope {
     std::vector<int> tie;              // per node: the node whose columns it takes (itself when free), or -1: not in the programme
     std::vector<double> node_weight;   // per node: its work's weight (empty: 1)

@@ -2,7 +2,6 @@
 #include <algorithm>
 #include <bit>
 #include <map>
-#include <unordered_map>
 
 #include "layout_problem.hpp"
 
@@ -84,19 +83,11 @@ IntegerProgramme Problem::programme(const Scope& scope, int64_t memory_budget_by
     return a;
   };
   auto in_scope = [&](int node) { return scope.tie[static_cast<size_t>(node)] >= 0; };
-  // A value's producer outside a part: a choice of the layouts it may come in, at no cost.
-  std::unordered_map<size_t, std::vector<int>> proxy;
   // The x's under which v comes in layout f (none for a fixed layout: it always does).
   auto comes_in = [&](size_t v, int f) {
     Terms terms;
     const ValueInfo& info = values_[v];
     if (info.producer < 0) return terms;
-    if (const auto it = proxy.find(v); it != proxy.end()) {
-      const std::vector<int> from = layouts_of(static_cast<int>(v));
-      const auto at = std::find(from.begin(), from.end(), f);
-      if (at != from.end()) terms.emplace_back(it->second[static_cast<size_t>(at - from.begin())], 1);
-      return terms;
-    }
     const Node& prod = nodes_[static_cast<size_t>(info.producer)];
     for (size_t c = 0; c < prod.candidates.size(); ++c)
       if (prod.out_layout[c] == f) terms.emplace_back(x_column[static_cast<size_t>(info.producer)][c], 1);
@@ -116,15 +107,13 @@ IntegerProgramme Problem::programme(const Scope& scope, int64_t memory_budget_by
     const ValueInfo& info = values_[v];
     const double weight = scope.value_weight.empty() ? 1 : scope.value_weight[v];
     if (!info.meta || weight == 0) continue;
-    if (info.producer >= 0 && !in_scope(info.producer)) {
-      std::vector<int>& columns = proxy[v];
-      Terms one;
-      for (int f : layouts_of(static_cast<int>(v))) {
-        columns.push_back(p.add_column(named("p", v, "_", f), 0, true));
-        one.emplace_back(columns.back(), 1);
-      }
-      p.add_row(named("one_p", v), std::move(one), 1, 1);
-    }
+    const std::vector<std::vector<Asker>> groups_here = askers_of(v);
+    SPSD_CHECK((info.producer < 0 || in_scope(info.producer)) &&
+                   std::all_of(groups_here.begin(), groups_here.end(),
+                               [&](const std::vector<Asker>& g) {
+                                 return std::all_of(g.begin(), g.end(), [&](const Asker& a) { return in_scope(a.node); });
+                               }),
+               "compile", "value ", v, " is counted in a programme without its producer or an asker (an error in its scope)");
     const std::vector<int> from = layouts_of(static_cast<int>(v));
     for (size_t k = 0; k < info.sinks.size(); ++k) {
       if (info.sinks[k].link >= 0) continue;  // an asker
@@ -134,15 +123,13 @@ IntegerProgramme Problem::programme(const Scope& scope, int64_t memory_budget_by
         for (const auto& [column, one] : comes_in(v, f)) p.columns[static_cast<size_t>(column)].cost += weight * cost;
       }
     }
-    // The askers in scope, one per tied node and layouts asked (alike askers ask alike).
+    // The askers, one per tied node and layouts asked (alike askers ask alike).
     std::vector<std::vector<Asker>> groups;
-    std::vector<int64_t> key{std::bit_cast<int64_t>(weight), kind_of(static_cast<int>(v)), info.producer < 0 ? -1 - info.fixed
-                                                          : proxy.count(v) ? -1 - static_cast<int64_t>(layouts_.size() + v)
-                                                                           : scope.tie[static_cast<size_t>(info.producer)]};
-    for (std::vector<Asker>& group : askers_of(v)) {
+    std::vector<int64_t> key{std::bit_cast<int64_t>(weight), kind_of(static_cast<int>(v)),
+                             info.producer < 0 ? -1 - info.fixed : scope.tie[static_cast<size_t>(info.producer)]};
+    for (std::vector<Asker> group : groups_here) {
       std::vector<Asker> kept;
       for (Asker& a : group) {
-        if (!in_scope(a.node)) continue;
         a.node = scope.tie[static_cast<size_t>(a.node)];
         if (std::none_of(kept.begin(), kept.end(), [&](const Asker& k) { return k.node == a.node && k.needs == a.needs; }))
           kept.push_back(std::move(a));
