@@ -13,6 +13,8 @@
 // `cbc FILE solve quit` (Debian's coinor-cbc; docs/compile.md, "Checking the search");
 // --exact-seconds S gives CBC S seconds to improve the plan and prove it (CompileOptions::exact_seconds);
 // --exact-max-columns C, the largest programme it takes whole (over it, by block; CompileOptions::exact_max_columns).
+// --exact-chain-states S, the most states a seam between blocks may have for the dynamic programme over the chain
+// (CompileOptions::exact_chain_states; 0: the bound by windows).
 // --mesh DxT: a (D, T) mesh, data parallel on D and Megatron's tensor parallelism on T (mode 2d);
 // mode tensor takes the D*T ranks as one tensor axis.
 #include <chrono>
@@ -36,6 +38,7 @@ int main(int argc, char** argv) {
   std::string problem_file;
   double exact_seconds = 0;
   size_t exact_max_columns = CompileOptions{}.exact_max_columns;
+  size_t exact_chain_states = CompileOptions{}.exact_chain_states;
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string a = argv[i], v = argv[i + 1];
     if (a == "--blocks") blocks = std::stoll(v);
@@ -48,6 +51,7 @@ int main(int argc, char** argv) {
     else if (a == "--search-problem") problem_file = v;
     else if (a == "--exact-seconds") exact_seconds = std::stod(v);
     else if (a == "--exact-max-columns") exact_max_columns = std::stoull(v);
+    else if (a == "--exact-chain-states") exact_chain_states = std::stoull(v);
     else throw Error("bench/compile: unknown option " + a);
   }
   const int n = static_cast<int>(d * t);
@@ -78,7 +82,7 @@ int main(int argc, char** argv) {
           adam.step();
         },
         {.price_as = price_as, .search_problem_file = problem_file, .exact_seconds = exact_seconds,
-         .exact_max_columns = exact_max_columns});
+         .exact_max_columns = exact_max_columns, .exact_chain_states = exact_chain_states});
     const auto t0 = std::chrono::steady_clock::now();
     step(x, y);  // captures, searches
     const double capture_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

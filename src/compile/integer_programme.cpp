@@ -43,6 +43,7 @@ struct Cbc {
   double (*objective)(void*);
   double (*best_possible)(void*);
   int (*proven_optimal)(void*);
+  int (*proven_infeasible)(void*);
   void (*delete_model)(void*);
   std::string error;  // why it could not be loaded; empty when it was
 };
@@ -71,6 +72,7 @@ const Cbc& cbc() {
     find(c.objective, "Cbc_getObjValue");
     find(c.best_possible, "Cbc_getBestPossibleObjValue");
     find(c.proven_optimal, "Cbc_isProvenOptimal");
+    find(c.proven_infeasible, "Cbc_isProvenInfeasible");
     find(c.delete_model, "Cbc_deleteModel");
     return c;  // the library stays loaded for the process
   }();
@@ -169,6 +171,7 @@ ExactSolution solve_exactly(const IntegerProgramme& p, const std::vector<std::pa
   s.found = s.objective < 1e40;  // CBC reports a huge objective when it has no solution
   s.optimal = s.found && solver.proven_optimal(model) != 0;
   s.bound = solver.best_possible(model);
+  s.infeasible = !s.found && solver.proven_infeasible(model) != 0;
   if (const double* x = solver.column_solution(model); x && s.found) s.values.assign(x, x + n);
   solver.delete_model(model);
   s.found = s.found && !s.values.empty();

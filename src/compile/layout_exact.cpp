@@ -1,6 +1,7 @@
 // The layout search's exact solver (layout_problem.hpp, improve_exactly): CBC on the whole
-// integer programme when it is small enough, else on a chain of repeated blocks, one block
-// solved and reused, with a lower bound by windows.
+// integer programme when it is small enough, else on a chain of repeated blocks: one block
+// solved and reused, then the dynamic programme over the chain's seams (layout_chain.cpp) where
+// its seams' states are few, else a lower bound by windows.
 //
 // By block: a step of L alike blocks has a programme L times one block's, and CBC's root linear
 // programme alone outgrows any time limit (compile.md, "The exact solver"). Tying every block's
@@ -11,7 +12,8 @@
 // windows of neighbouring parts (windows() below), each cost weighed so that it counts once
 // over all windows; the sum of the windows' optima is at most any plan's cost. Alike blocks give
 // alike windows: each distinct one is solved once. When the repeated plan meets the bound, it is
-// proven optimal among all plans.
+// proven optimal among all plans. Where the dynamic programme over the chain finishes, no bound
+// is needed: it gives the optimum itself, and a plan that costs it.
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -113,7 +115,9 @@ ExactOutcome improve_exactly(Problem& problem, const SearchSettings& settings, s
   const Problem::Blocks chain = problem.repeated_blocks();
   if (chain.count < 2) return out;
   out.blocks = chain.count;
-  // Half the time for the plans that repeat one block, half for the bound's windows.
+  // At most half the time for the plans that repeat one block; of what is left, three quarters
+  // at most for the dynamic programme over the chain, the rest (a quarter at least) for the
+  // bound's windows where it does not finish.
   const double seconds = settings.exact_seconds / 2;
   Problem::Scope tied;
   tied.tie = chain.tie, tied.names = false;
@@ -129,6 +133,29 @@ ExactOutcome improve_exactly(Problem& problem, const SearchSettings& settings, s
       take(s, x_column);
     }
   }
+  // The dynamic programme over the chain's seams: the step's optimum where it finishes (a seam of
+  // a 2-d mesh has thousands of states: not tried).
+  const double left = settings.exact_seconds - out.seconds;
+  const ChainOutcome row =
+      settings.exact_chain_states > 0 ? solve_chain(problem, chain, 0.75 * left, settings.exact_chain_states) : ChainOutcome{};
+  out.chain_stages = row.stages, out.chain_states = row.states;
+  out.chain_stages_solved = row.stages_solved, out.chain_solves = row.solves;
+  out.seconds += row.seconds;
+  out.ran = out.ran || row.solves > 0;
+  if (row.exact) {
+    out.chain_exact = true;
+    problem.set_choices(row.plan);
+    const double t = problem.total();
+    SPSD_CHECK(close(t, row.optimum), "compile", "the dynamic programme's plan costs ", t, " us on the search's objective, but ",
+               row.optimum, " us in its programmes (an error in them)");
+    if (t < best_us - 1e-9 && fits()) best_us = t, best = row.plan, out.kept = true;
+    problem.set_choices(best);
+    // Without the memory budget, the optimum is a bound under one.
+    out.lower_bound = std::min(row.optimum, best_us);
+    out.optimal = best_us <= row.optimum + 1e-6 * std::max(1.0, std::abs(row.optimum));
+    return out;
+  }
+  const double window_seconds = std::max(left - row.seconds, 0.25 * left);
   // The bound: each window's programme, alike ones solved once; windows of three parts where
   // they fit in the columns CBC is given (a tighter bound), else of two.
   struct Distinct {
@@ -155,7 +182,7 @@ ExactOutcome improve_exactly(Problem& problem, const SearchSettings& settings, s
   if (distinct.empty()) return out;  // no bound by windows
   double bound = 0;
   for (const Distinct& d : distinct) {
-    const ExactSolution s = solve_exactly(d.programme, {}, seconds / static_cast<double>(distinct.size()), "compile");
+    const ExactSolution s = solve_exactly(d.programme, {}, window_seconds / static_cast<double>(distinct.size()), "compile");
     out.ran = true, out.seconds += s.seconds;
     // CBC's bound (at its optimum, no more than the optimum found); every cost is at least 0, so
     // a window stopped before its root's bound counts 0.

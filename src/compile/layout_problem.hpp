@@ -186,9 +186,20 @@ class Problem {
   const NdSbp& layout(int id) const { return layouts_[static_cast<size_t>(id)]; }
 
   size_t values() const { return values_.size(); }
+  const ValueInfo& value(size_t v) const { return values_[v]; }
+  // Every layout v may take.
+  std::vector<int> layouts_of(int v) const {
+    const ValueInfo& info = values_[static_cast<size_t>(v)];
+    if (info.producer < 0) return {info.fixed};
+    std::vector<int> out;
+    for (int l : nodes_[static_cast<size_t>(info.producer)].out_layout)
+      if (std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
+    return out;
+  }
   bool searchable() const { return why_not_.empty(); }
   const std::string& why_not() const { return why_not_; }
   std::vector<Node>& nodes() { return nodes_; }
+  const std::vector<Node>& nodes() const { return nodes_; }
 
   // The objective with the current choices.
   double total() {
@@ -322,15 +333,6 @@ class Problem {
     return n.out_layout[n.choice];
   }
   const NdSbp& layout_of(int v) const { return layouts_[static_cast<size_t>(layout_id(v))]; }
-  // Every layout v may take.
-  std::vector<int> layouts_of(int v) const {
-    const ValueInfo& info = values_[static_cast<size_t>(v)];
-    if (info.producer < 0) return {info.fixed};
-    std::vector<int> out;
-    for (int l : nodes_[static_cast<size_t>(info.producer)].out_layout)
-      if (std::find(out.begin(), out.end(), l) == out.end()) out.push_back(l);
-    return out;
-  }
 
   void fill_work(Node& n);
 
@@ -503,11 +505,35 @@ struct ExactOutcome {
   size_t tied_columns = 0;
   bool tied_optimal = false;
   int64_t windows = 0, windows_solved = 0, window_width = 0;  // window_width: parts in a window
+  // The dynamic programme over the chain (solve_chain): its stages (0: the step is no row of
+  // them), its seams' most states, the stages and programmes it solved, and whether it finished.
+  int64_t chain_stages = 0, chain_states = 0, chain_stages_solved = 0, chain_solves = 0;
+  bool chain_exact = false;
 };
+
+// The least objective of any plan of a step that is a row of stages (the ops before a chain of
+// repeated blocks, each block, the ops after it) in which every value's producer and askers are
+// in one stage or two next to each other: a dynamic programme over the states of the seams
+// between stages (the layouts the values made across a seam come in), each stage's programme
+// solved by CBC per state (layout_chain.cpp); alike blocks whose least costs move alike are
+// solved once. Without the memory budget: the optimum is a lower bound under one.
+struct ChainOutcome {
+  bool exact = false;         // done: optimum is the step's and plan costs it
+  double optimum = 0;         // in us, on the objective
+  std::vector<size_t> plan;   // per node, its candidate
+  int64_t stages = 0;         // the row's (0: not one)
+  int64_t states = 0;         // the most states of a seam (found before the row was given up, if it was)
+  int64_t stages_solved = 0;  // stages whose programmes CBC solved (the others reuse an alike one's)
+  int64_t solves = 0;         // programmes solved, one per stage and state
+  double seconds = 0;
+  std::string why_not;        // when not exact
+};
+ChainOutcome solve_chain(Problem& problem, const Problem::Blocks& chain, double seconds, size_t max_states);
 
 // CBC from the plan `best` (its objective best_us; fits() says whether the current plan meets
 // the memory budget): on the whole programme when it has at most max_columns columns; else, on a
-// chain of repeated blocks, on the plans that repeat one block (solve one, reuse it), and on each
+// chain of repeated blocks, on the plans that repeat one block (solve one, reuse it), then by the
+// dynamic programme over the chain (solve_chain) where its seams' states are few, else on each
 // distinct window of neighbouring parts (outside the blocks, each block) for a lower bound. A plan
 // of CBC's that is cheaper on the objective replaces best; the problem is left at best.
 ExactOutcome improve_exactly(Problem& problem, const SearchSettings& settings, size_t max_columns, std::vector<size_t>& best,

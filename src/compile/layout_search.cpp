@@ -56,7 +56,7 @@ class LongerTimeout {
 enum Figure : size_t {
   kEagerUs, kFoundUs, kLowerBoundUs, kRounds, kEagerBytes, kFoundBytes, kCpuSeconds, kRestarts, kRestartKept,
   kExact, kExactOptimal, kExactKept, kExactSeconds, kExactColumns, kBlocks, kTiedColumns, kTiedOptimal, kWindows,
-  kWindowsSolved, kWindowWidth, kFailed, kFigures
+  kWindowsSolved, kWindowWidth, kChainStages, kChainStates, kChainStagesSolved, kChainSolves, kChainExact, kFailed, kFigures
 };
 
 // Rank 0's search: the descent (pricing memory higher while the plan is over the budget), the
@@ -112,6 +112,9 @@ void search_here(Problem& problem, const SearchSettings& settings, std::chrono::
     figures[kTiedOptimal] = exact.tied_optimal;
     figures[kWindows] = static_cast<double>(exact.windows), figures[kWindowsSolved] = static_cast<double>(exact.windows_solved);
     figures[kWindowWidth] = static_cast<double>(exact.window_width);
+    figures[kChainStages] = static_cast<double>(exact.chain_stages), figures[kChainStates] = static_cast<double>(exact.chain_states);
+    figures[kChainStagesSolved] = static_cast<double>(exact.chain_stages_solved);
+    figures[kChainSolves] = static_cast<double>(exact.chain_solves), figures[kChainExact] = exact.chain_exact;
     if (exact.ran) lower_bound = exact.optimal ? best_us : std::max(lower_bound, exact.lower_bound);
   }
   figures[kFoundUs] = problem.total();
@@ -152,11 +155,26 @@ std::string SearchReport::exact_report() const {
           ? concat("its programme's ", exact_tied_columns, " columns over the ", exact_max_columns, ", not solved")
           : concat(exact_tied_columns, " columns, ", exact_tied_optimal ? "optimal among plans repeating it" : "stopped at its time limit",
                    exact_kept ? ", its plan kept" : "");
+  const std::string row =
+      exact_chain_exact
+          ? concat("the dynamic programme over its seams (", exact_chain_stages, " stages, at most ", exact_seam_states,
+                   " states a seam; ", exact_chain_solves, " programmes solved in ", exact_chain_stages_solved, " stages",
+                   exact_chain_stages_solved < exact_chain_stages ? ", the other blocks' reused" : "", ") ",
+                   exact_optimal ? "proves it optimal" : "gives the optimum, the lower bound")
+      : exact_chain_solves > 0 ? concat("the dynamic programme over its seams stopped at its time limit after ", exact_chain_solves, " programmes")
+      : exact_chain_states == 0 ? std::string("no dynamic programme over its seams (exact_chain_states 0)")
+      : exact_seam_states > static_cast<int64_t>(exact_chain_states)
+          ? concat("no dynamic programme over its seams (a seam of ", exact_seam_states, " states, over the ", exact_chain_states, " it takes)")
+          : std::string("no dynamic programme over its seams (its parts form no row of stages)");
+  if (exact_chain_exact)
+    return concat("; exact solver (CBC, ", exact_seconds, " s) on a chain of ", exact_blocks, " repeated blocks, the whole programme's ",
+                  exact_columns, " columns being over the ", exact_max_columns, ": one block solved and reused (", tied, "); ", row);
   const std::string bound = exact_windows_solved == 0 ? std::string("no lower bound by windows (a window over the columns given)")
                             : concat(exact_optimal ? "the " : "", "lower bound by windows of ", exact_window_width, " parts (",
                                      exact_windows_solved, " distinct of ", exact_windows, ")", exact_optimal ? " proves it optimal" : "");
   return concat("; exact solver (CBC, ", exact_seconds, " s) on a chain of ", exact_blocks, " repeated blocks, the whole programme's ",
-                exact_columns, " columns being over the ", exact_max_columns, ": one block solved and reused (", tied, "); ", bound);
+                exact_columns, " columns being over the ", exact_max_columns, ": one block solved and reused (", tied, "); ", row, "; ",
+                bound);
 }
 
 SearchReport search_layouts(Tape& tape, const SearchSettings& settings, std::span<const FreeParameter> free_parameters) {
@@ -214,6 +232,10 @@ SearchReport search_layouts(Tape& tape, const SearchSettings& settings, std::spa
   report.exact_tied_optimal = figures[kTiedOptimal] != 0;
   report.exact_windows = static_cast<int64_t>(figures[kWindows]), report.exact_windows_solved = static_cast<int64_t>(figures[kWindowsSolved]);
   report.exact_window_width = static_cast<int64_t>(figures[kWindowWidth]);
+  report.exact_chain_stages = static_cast<int64_t>(figures[kChainStages]), report.exact_seam_states = static_cast<int64_t>(figures[kChainStates]);
+  report.exact_chain_states = settings.exact_chain_states;
+  report.exact_chain_stages_solved = static_cast<int64_t>(figures[kChainStagesSolved]);
+  report.exact_chain_solves = static_cast<int64_t>(figures[kChainSolves]), report.exact_chain_exact = figures[kChainExact] != 0;
   report.cpu_seconds = figures[kCpuSeconds];
   report.memory_budget_bytes = memory_budget_bytes;
   if (!free_parameters.empty()) {

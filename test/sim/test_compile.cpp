@@ -333,14 +333,17 @@ TEST_CASE("compile: the exact solver proves a plan optimal, no dearer than the s
 
 // The exact solver by block (CompileOptions::exact_max_columns below the whole programme's
 // columns): on a GPT of three blocks it finds the chain, solves one block and reuses it, and
-// bounds the step by windows. Against the optimum CBC proves on the whole programme: the plan
-// reused is no cheaper (the optimum is one) and no dearer than the search's alone; the bound is
-// well above the search's own and no higher than the optimum (above it would be wrong); the
-// tied programme is solved to its optimum; the step sends what explain() predicts
-// and trains as eager does. A step of one block is no chain: explain() says the solver did not run.
-TEST_CASE("compile: the exact solver by block reuses one block's plan, under a lower bound by windows", "[compile]") {
+// proves the step's optimum by the dynamic programme over the chain's seams, or (with
+// exact_chain_states 0) bounds it by windows. Against the optimum CBC proves on the whole
+// programme: the dynamic programme's is it; the plan reused is no cheaper and no dearer than the
+// search's alone; the windows' bound is well above the search's own and no higher than the
+// optimum (above it would be wrong); the tied programme is solved to its optimum; the step sends
+// what explain() predicts and trains as eager does. A step of one block is no chain: explain()
+// says the solver did not run.
+TEST_CASE("compile: the exact solver by block reuses one block's plan and proves it by the chain's programme or bounds it by windows",
+          "[compile]") {
   const spsd_test::GptSize size{64, 16, 8, 3};
-  std::vector<spsd_test::CompiledRun> eager(4), searched(4), whole(4), by_block(4), single(4);
+  std::vector<spsd_test::CompiledRun> eager(4), searched(4), whole(4), by_block(4), by_windows(4), single(4);
   simulate(4, [&] {
     eager[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, false, {}, size);
     searched[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, true, {}, size);
@@ -351,31 +354,76 @@ TEST_CASE("compile: the exact solver by block reuses one block's plan, under a l
     const size_t at = w.find("exact solver (CBC, ");
     const size_t columns = at == std::string::npos ? 0 : static_cast<size_t>(number_after(w.substr(at), " s, "));
     by_block[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, true,
-                                                          {.exact_seconds = 60, .exact_max_columns = columns - 1}, size);
+                                                          {.exact_seconds = 300, .exact_max_columns = columns - 1}, size);
+    by_windows[rank()] = spsd_test::gpt_compiled_run<float>(
+        "tensor", first(4), 2, true, {.exact_seconds = 60, .exact_max_columns = columns - 1, .exact_chain_states = 0}, size);
     single[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, true, {.exact_seconds = 60, .exact_max_columns = 100},
                                                         {64, 16, 8, 1});
   });
   const std::string& e = by_block[0].explanation;
-  INFO("whole programme:\n" << whole[0].explanation << "\nby block:\n" << e);
+  const std::string& w = by_windows[0].explanation;
+  INFO("whole programme:\n" << whole[0].explanation << "\nby block:\n" << e << "\nbound by windows:\n" << w);
   REQUIRE(whole[0].explanation.find("optimal, proven") != std::string::npos);
-  CHECK(e.find("on a chain of 3 repeated blocks") != std::string::npos);
-  CHECK(e.find("one block solved and reused (") != std::string::npos);
-  CHECK(e.find(" columns, optimal among plans repeating it") != std::string::npos);
-  CHECK(e.find("lower bound by windows of ") != std::string::npos);
-  const double optimum = number_after(whole[0].explanation, "; predicted "), reused = number_after(e, "; predicted ");
-  CHECK(reused >= optimum - 1e-6 * optimum);
-  CHECK(reused <= number_after(searched[0].explanation, "; predicted ") + 1e-6 * optimum);
+  const double optimum = number_after(whole[0].explanation, "; predicted ");
+  for (const std::string& x : {e, w}) {
+    CHECK(x.find("on a chain of 3 repeated blocks") != std::string::npos);
+    CHECK(x.find("one block solved and reused (") != std::string::npos);
+    CHECK(x.find(" columns, optimal among plans repeating it") != std::string::npos);
+    const double reused = number_after(x, "; predicted ");
+    CHECK(reused >= optimum - 1e-6 * optimum);
+    CHECK(reused <= number_after(searched[0].explanation, "; predicted ") + 1e-6 * optimum);
+  }
+  // The chain's programme: five stages (the ops before the blocks, three blocks, the ops after),
+  // the step's optimum, and a plan that costs it.
+  CHECK(e.find("the dynamic programme over its seams (5 stages, ") != std::string::npos);
+  CHECK(e.find(" proves it optimal") != std::string::npos);
+  CHECK(e.find("windows") == std::string::npos);
+  CHECK(number_after(e, "; predicted ") == Approx(optimum).epsilon(1e-9));
+  CHECK(number_after(e, "; lower bound ") == Approx(optimum).epsilon(1e-9));
   // The windows' bound: above the search's own (the independent bound), not above the optimum.
-  const double bound = number_after(e, "; lower bound ");
+  CHECK(w.find("no dynamic programme over its seams (exact_chain_states 0)") != std::string::npos);
+  CHECK(w.find("lower bound by windows of ") != std::string::npos);
+  const double bound = number_after(w, "; lower bound ");
   CHECK(bound > number_after(searched[0].explanation, "; lower bound ") * 1.5);
   CHECK(bound <= optimum + 1e-6 * optimum);
-  int64_t busiest = 0;
-  for (int r = 0; r < 4; ++r) busiest = std::max(busiest, by_block[r].last_step_sent);
-  CHECK(busiest == static_cast<int64_t>(number_after(e, "bytes sent per step, busiest rank: ")));
-  for (int r = 0; r < 4; ++r)
-    for (size_t s = 0; s < eager[r].losses.size(); ++s) CHECK(by_block[r].losses[s] == Approx(eager[r].losses[s]).epsilon(1e-4));
+  for (const auto* runs : {&by_block, &by_windows}) {
+    int64_t busiest = 0;
+    for (int r = 0; r < 4; ++r) busiest = std::max(busiest, (*runs)[r].last_step_sent);
+    CHECK(busiest == static_cast<int64_t>(number_after((*runs)[0].explanation, "bytes sent per step, busiest rank: ")));
+    for (int r = 0; r < 4; ++r)
+      for (size_t s = 0; s < eager[r].losses.size(); ++s) CHECK((*runs)[r].losses[s] == Approx(eager[r].losses[s]).epsilon(1e-4));
+  }
   CHECK(single[0].explanation.find("exact solver not run: ") != std::string::npos);
   CHECK(single[0].explanation.find("the step is no chain of repeated blocks") != std::string::npos);
+}
+
+// The dynamic programme over a longer chain: once its least costs move alike from one block to the
+// next, the blocks after are not solved again but reuse that block's solutions; the optimum is
+// still the whole programme's, and the plan assembled from the reused blocks costs it (explain()
+// would be an Error otherwise) and trains as eager does.
+TEST_CASE("compile: the chain's dynamic programme reuses alike blocks and meets the whole programme's optimum", "[compile]") {
+  const spsd_test::GptSize size{64, 16, 8, 8};
+  std::vector<spsd_test::CompiledRun> eager(4), whole(4), by_block(4);
+  simulate(4, [&] {
+    eager[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, false, {}, size);
+    whole[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, true, {.exact_seconds = 300}, size);
+    const std::string& w = whole[rank()].explanation;
+    const size_t at = w.find("exact solver (CBC, ");
+    const size_t columns = at == std::string::npos ? 0 : static_cast<size_t>(number_after(w.substr(at), " s, "));
+    by_block[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, true,
+                                                          {.exact_seconds = 300, .exact_max_columns = columns - 1}, size);
+  });
+  const std::string& e = by_block[0].explanation;
+  INFO("whole programme:\n" << whole[0].explanation << "\nby block:\n" << e);
+  REQUIRE(whole[0].explanation.find("optimal, proven") != std::string::npos);
+  const double optimum = number_after(whole[0].explanation, "; predicted ");
+  CHECK(e.find("the dynamic programme over its seams (10 stages, ") != std::string::npos);
+  CHECK(e.find(", the other blocks' reused) proves it optimal") != std::string::npos);
+  CHECK(number_after(e, " programmes solved in ") < 10);
+  CHECK(number_after(e, "; predicted ") == Approx(optimum).epsilon(1e-9));
+  CHECK(number_after(e, "; lower bound ") == Approx(optimum).epsilon(1e-9));
+  for (int r = 0; r < 4; ++r)
+    for (size_t s = 0; s < eager[r].losses.size(); ++s) CHECK(by_block[r].losses[s] == Approx(eager[r].losses[s]).epsilon(1e-4));
 }
 
 // The search's restarts: in sequence mode the plan that makes the whole tensor axis data parallel

@@ -59,8 +59,13 @@ struct CompileOptions {
   double exact_seconds = 0;
   // The largest programme the exact solver takes whole, in columns (CBC's root alone outgrows
   // its time limit above it); a larger step that is a chain of repeated blocks is solved by
-  // block: one block solved and reused, with a lower bound by parts (docs/compile.md).
+  // block: one block solved and reused, then proven by a dynamic programme over the chain's
+  // seams, else bounded by windows of parts (docs/compile.md).
   size_t exact_max_columns = 120000;
+  // The most states a seam between two blocks may have for that dynamic programme (one block
+  // programme is solved per state and block; the layouts of a value on one mesh axis, not two):
+  // over it, or 0, the lower bound is by windows.
+  size_t exact_chain_states = 256;
 };
 
 namespace detail {
@@ -85,7 +90,7 @@ class CompiledTapes {
   const CompileOptions& options() const { return options_; }
   SearchSettings settings() const {
     return {options_.memory_budget_bytes, options_.price_as, options_.search_problem_file, options_.exact_seconds,
-            options_.exact_max_columns};
+            options_.exact_max_columns, options_.exact_chain_states};
   }
 
  private:

@@ -46,6 +46,7 @@ struct IntegerProgramme {
 struct ExactSolution {
   bool found = false;    // a solution (at worst the start given)
   bool optimal = false;  // proven optimal
+  bool infeasible = false;  // proven to have no solution
   double objective = 0;  // the best solution's
   double bound = 0;      // the best lower bound proven
   double seconds = 0;

@@ -55,6 +55,13 @@ struct SearchReport {
   // the distinct ones solved.
   int64_t exact_blocks = 0, exact_tied_columns = 0, exact_windows = 0, exact_windows_solved = 0, exact_window_width = 0;
   bool exact_tied_optimal = false;
+  // Before the windows, the dynamic programme over the chain's seams: its stages (0: the step is
+  // no row of stages), its seams' most states (over exact_chain_states, the most it takes: not
+  // run), the stages and programmes it solved, and whether it finished (then the bound is the
+  // step's optimum).
+  int64_t exact_chain_stages = 0, exact_seam_states = 0, exact_chain_stages_solved = 0, exact_chain_solves = 0;
+  size_t exact_chain_states = 0;
+  bool exact_chain_exact = false;
   double eager_us = 0, found_us = 0, lower_bound_us = 0;  // the objective
   int64_t result_bytes = 0, eager_result_bytes = 0;       // per rank, the bytes of all results
   int64_t memory_budget_bytes = 0;                         // asked for (0: none)
@@ -85,6 +92,9 @@ struct SearchSettings {
   // 2-block GPT of bench/train on (2, 2)) take CBC about 12 s on the 2-core VM, 180k (4 blocks on
   // (2, 4)) 37 s with a limit of 5 s. Over it, a chain of repeated blocks is solved by block.
   size_t exact_max_columns = 120000;
+  // Over it, the most states of a seam between blocks for the dynamic programme over the chain
+  // (0: none); the bound is by windows otherwise.
+  size_t exact_chain_states = 256;
 };
 
 // Searches and rewrites tape's steps with the chosen signatures (and re-plans their boxing).

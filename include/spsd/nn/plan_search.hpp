@@ -34,6 +34,7 @@ struct PlanSearchOptions {
   std::string search_problem_file;      // as CompileOptions::search_problem_file
   double exact_seconds = 0;             // as CompileOptions::exact_seconds
   size_t exact_max_columns = 120000;    // as CompileOptions::exact_max_columns
+  size_t exact_chain_states = 256;      // as CompileOptions::exact_chain_states
 };
 
 // What search_plan found: a plan to parallelize a model with, and what the search said.
@@ -66,7 +67,8 @@ SearchedPlan search_plan(const Module<T>& model, const Plan& plan, F step, const
                                                   .price_as = options.price_as,
                                                   .search_problem_file = options.search_problem_file,
                                                   .exact_seconds = options.exact_seconds,
-                                                  .exact_max_columns = options.exact_max_columns});
+                                                  .exact_max_columns = options.exact_max_columns,
+                                                  .exact_chain_states = options.exact_chain_states});
   compiled(args...);
   std::vector<spsd::detail::FreeParameter> free;
   for (const auto& [name, p] : named) free.push_back({p.data().local.get(), p.autograd_meta().get()});
