@@ -220,7 +220,7 @@ struct StageSolution {
 
 }  // namespace
 
-ChainOutcome solve_chain(Problem& problem, const Problem::Blocks& chain, double seconds, size_t max_states) {
+ChainOutcome solve_chain(Problem& problem, const Problem::Blocks& chain, double seconds, size_t max_states, size_t max_columns) {
   ChainOutcome out;
   const auto begin = std::chrono::steady_clock::now();
   auto left_s = [&] { return seconds - std::chrono::duration<double>(std::chrono::steady_clock::now() - begin).count(); };
@@ -244,6 +244,8 @@ ChainOutcome solve_chain(Problem& problem, const Problem::Blocks& chain, double 
   IntegerProgramme previous;
   for (size_t t = 0; t <= last; ++t) {
     StageProgramme base = stage_programme(problem, st, static_cast<int>(t));
+    if (base.programme.columns.size() > max_columns)
+      return stop(concat("stage ", t, "'s programme has ", base.programme.columns.size(), " columns, over the ", max_columns));
     const size_t rights = t < last ? st.states[t].size() : 1;
     std::vector<double> g(rights, kUnreachable);
     solved[t].resize(rights);

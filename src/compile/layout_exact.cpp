@@ -137,7 +137,8 @@ ExactOutcome improve_exactly(Problem& problem, const SearchSettings& settings, s
   // a 2-d mesh has thousands of states: not tried).
   const double left = settings.exact_seconds - out.seconds;
   const ChainOutcome row =
-      settings.exact_chain_states > 0 ? solve_chain(problem, chain, 0.75 * left, settings.exact_chain_states) : ChainOutcome{};
+      settings.exact_chain_states > 0 ? solve_chain(problem, chain, 0.75 * left, settings.exact_chain_states, max_columns)
+                                      : ChainOutcome{};
   out.chain_stages = row.stages, out.chain_states = row.states;
   out.chain_stages_solved = row.stages_solved, out.chain_solves = row.solves;
   out.seconds += row.seconds;

@@ -516,7 +516,8 @@ struct ExactOutcome {
 // in one stage or two next to each other: a dynamic programme over the states of the seams
 // between stages (the layouts the values made across a seam come in), each stage's programme
 // solved by CBC per state (layout_chain.cpp); alike blocks whose least costs move alike are
-// solved once. Without the memory budget: the optimum is a lower bound under one.
+// solved once. Without the memory budget: the optimum is a lower bound under one. Not where a
+// seam has over max_states states or a stage's programme over max_columns columns.
 struct ChainOutcome {
   bool exact = false;         // done: optimum is the step's and plan costs it
   double optimum = 0;         // in us, on the objective
@@ -528,7 +529,7 @@ struct ChainOutcome {
   double seconds = 0;
   std::string why_not;        // when not exact
 };
-ChainOutcome solve_chain(Problem& problem, const Problem::Blocks& chain, double seconds, size_t max_states);
+ChainOutcome solve_chain(Problem& problem, const Problem::Blocks& chain, double seconds, size_t max_states, size_t max_columns);
 
 // CBC from the plan `best` (its objective best_us; fits() says whether the current plan meets
 // the memory budget): on the whole programme when it has at most max_columns columns; else, on a

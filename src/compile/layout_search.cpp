@@ -165,7 +165,8 @@ std::string SearchReport::exact_report() const {
       : exact_chain_states == 0 ? std::string("no dynamic programme over its seams (exact_chain_states 0)")
       : exact_seam_states > static_cast<int64_t>(exact_chain_states)
           ? concat("no dynamic programme over its seams (a seam of ", exact_seam_states, " states, over the ", exact_chain_states, " it takes)")
-          : std::string("no dynamic programme over its seams (its parts form no row of stages)");
+      : exact_chain_stages > 0 ? std::string("no dynamic programme over its seams (a stage's programme over the columns given)")
+                               : std::string("no dynamic programme over its seams (its parts form no row of stages)");
   if (exact_chain_exact)
     return concat("; exact solver (CBC, ", exact_seconds, " s) on a chain of ", exact_blocks, " repeated blocks, the whole programme's ",
                   exact_columns, " columns being over the ", exact_max_columns, ": one block solved and reused (", tied, "); ", row);
