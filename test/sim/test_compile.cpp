@@ -331,6 +331,13 @@ TEST_CASE("compile: the exact solver proves a plan optimal, no dearer than the s
   }
 }
 
+// The whole programme's columns from explain()'s "exact solver (CBC, T s, N columns)": every
+// rank's report says it (none: 0, and the checks after fail).
+size_t whole_columns(const std::string& explanation) {
+  const size_t at = explanation.find("exact solver (CBC, ");
+  return at == std::string::npos ? 0 : static_cast<size_t>(number_after(explanation.substr(at), " s, "));
+}
+
 // The exact solver by block (CompileOptions::exact_max_columns below the whole programme's
 // columns): on a GPT of three blocks it finds the chain, solves one block and reuses it, and
 // proves the step's optimum by the dynamic programme over the chain's seams, or (with
@@ -348,11 +355,7 @@ TEST_CASE("compile: the exact solver by block reuses one block's plan and proves
     eager[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, false, {}, size);
     searched[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, true, {}, size);
     whole[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, true, {.exact_seconds = 60}, size);
-    // "exact solver (CBC, T s, N columns)": every rank's report says it (none: 0, and the
-    // checks below fail).
-    const std::string& w = whole[rank()].explanation;
-    const size_t at = w.find("exact solver (CBC, ");
-    const size_t columns = at == std::string::npos ? 0 : static_cast<size_t>(number_after(w.substr(at), " s, "));
+    const size_t columns = whole_columns(whole[rank()].explanation);
     by_block[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 2, true,
                                                           {.exact_seconds = 300, .exact_max_columns = columns - 1}, size);
     by_windows[rank()] = spsd_test::gpt_compiled_run<float>(
@@ -407,9 +410,7 @@ TEST_CASE("compile: the chain's dynamic programme reuses alike blocks and meets 
   simulate(4, [&] {
     eager[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, false, {}, size);
     whole[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, true, {.exact_seconds = 300}, size);
-    const std::string& w = whole[rank()].explanation;
-    const size_t at = w.find("exact solver (CBC, ");
-    const size_t columns = at == std::string::npos ? 0 : static_cast<size_t>(number_after(w.substr(at), " s, "));
+    const size_t columns = whole_columns(whole[rank()].explanation);
     by_block[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, true,
                                                           {.exact_seconds = 300, .exact_max_columns = columns - 1}, size);
   });
