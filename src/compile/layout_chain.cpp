@@ -220,6 +220,10 @@ struct StageSolution {
 
 }  // namespace
 
+bool chain_programme_takes(const Problem& problem, const Problem::Blocks& chain, size_t max_states) {
+  return chain.count >= 2 && max_states > 0 && stages_of(problem, chain, max_states).why_not.empty();
+}
+
 ChainOutcome solve_chain(Problem& problem, const Problem::Blocks& chain, double seconds, size_t max_states, size_t max_columns) {
   ChainOutcome out;
   const auto begin = std::chrono::steady_clock::now();

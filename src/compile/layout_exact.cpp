@@ -99,7 +99,11 @@ ExactOutcome improve_exactly(Problem& problem, const SearchSettings& settings, s
     problem.set_choices(best);
   };
   out.columns = problem.programme_columns();
-  if (out.columns <= max_columns) {
+  // A long chain whose seams the dynamic programme takes goes to it first, even where the whole
+  // programme fits: its time stays that of a few blocks, CBC's on the whole grows with them.
+  const Problem::Blocks chain = problem.repeated_blocks();
+  const bool chain_first = chain.count >= kChainFirstBlocks && chain_programme_takes(problem, chain, settings.exact_chain_states);
+  if (out.columns <= max_columns && !chain_first) {
     Problem::Scope whole = Problem::Scope::whole(nodes);
     whole.names = false;
     std::vector<std::vector<int>> x_column;
@@ -112,7 +116,6 @@ ExactOutcome improve_exactly(Problem& problem, const SearchSettings& settings, s
     out.lower_bound = out.optimal ? best_us : std::min(s.bound, best_us);
     return out;
   }
-  const Problem::Blocks chain = problem.repeated_blocks();
   if (chain.count < 2) return out;
   out.blocks = chain.count;
   // At most half the time for the plans that repeat one block; of what is left, three quarters

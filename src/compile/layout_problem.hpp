@@ -530,6 +530,8 @@ struct ChainOutcome {
   std::string why_not;        // when not exact
 };
 ChainOutcome solve_chain(Problem& problem, const Problem::Blocks& chain, double seconds, size_t max_states, size_t max_columns);
+// Whether solve_chain would run on chain: a row of stages whose seams have at most max_states states.
+bool chain_programme_takes(const Problem& problem, const Problem::Blocks& chain, size_t max_states);
 
 // CBC from the plan `best` (its objective best_us; fits() says whether the current plan meets
 // the memory budget): on the whole programme when it has at most max_columns columns; else, on a

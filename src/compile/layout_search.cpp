@@ -144,7 +144,7 @@ std::string SearchReport::to_string() const {
 
 std::string SearchReport::exact_report() const {
   if (!asked_exact) return {};
-  if (exact_blocks == 0 || exact_columns <= static_cast<int64_t>(exact_max_columns)) {
+  if (exact_blocks == 0) {
     if (!exact) return concat("; exact solver not run: the programme's ", exact_columns, " columns are over the ",
                               exact_max_columns, " it is given whole, and the step is no chain of repeated blocks");
     return concat("; exact solver (CBC, ", exact_seconds, " s, ", exact_columns, " columns): ",
@@ -167,15 +167,19 @@ std::string SearchReport::exact_report() const {
           ? concat("no dynamic programme over its seams (a seam of ", exact_seam_states, " states, over the ", exact_chain_states, " it takes)")
       : exact_chain_stages > 0 ? std::string("no dynamic programme over its seams (a stage's programme over the columns given)")
                                : std::string("no dynamic programme over its seams (its parts form no row of stages)");
+  const std::string whole =
+      exact_columns > static_cast<int64_t>(exact_max_columns)
+          ? concat("the whole programme's ", exact_columns, " columns being over the ", exact_max_columns)
+          : concat("the whole programme's ", exact_columns, " columns left for the chain's programme (", kChainFirstBlocks,
+                   " blocks or more, whose seams it takes)");
   if (exact_chain_exact)
-    return concat("; exact solver (CBC, ", exact_seconds, " s) on a chain of ", exact_blocks, " repeated blocks, the whole programme's ",
-                  exact_columns, " columns being over the ", exact_max_columns, ": one block solved and reused (", tied, "); ", row);
+    return concat("; exact solver (CBC, ", exact_seconds, " s) on a chain of ", exact_blocks, " repeated blocks, ", whole,
+                  ": one block solved and reused (", tied, "); ", row);
   const std::string bound = exact_windows_solved == 0 ? std::string("no lower bound by windows (a window over the columns given)")
                             : concat(exact_optimal ? "the " : "", "lower bound by windows of ", exact_window_width, " parts (",
                                      exact_windows_solved, " distinct of ", exact_windows, ")", exact_optimal ? " proves it optimal" : "");
-  return concat("; exact solver (CBC, ", exact_seconds, " s) on a chain of ", exact_blocks, " repeated blocks, the whole programme's ",
-                exact_columns, " columns being over the ", exact_max_columns, ": one block solved and reused (", tied, "); ", row, "; ",
-                bound);
+  return concat("; exact solver (CBC, ", exact_seconds, " s) on a chain of ", exact_blocks, " repeated blocks, ", whole,
+                ": one block solved and reused (", tied, "); ", row, "; ", bound);
 }
 
 SearchReport search_layouts(Tape& tape, const SearchSettings& settings, std::span<const FreeParameter> free_parameters) {

@@ -400,24 +400,27 @@ TEST_CASE("compile: the exact solver by block reuses one block's plan and proves
   CHECK(single[0].explanation.find("the step is no chain of repeated blocks") != std::string::npos);
 }
 
-// The dynamic programme over a longer chain: once its least costs move alike from one block to the
-// next, the blocks after are not solved again but reuse that block's solutions; the optimum is
-// still the whole programme's, and the plan assembled from the reused blocks costs it (explain()
-// would be an Error otherwise) and trains as eager does.
+// The dynamic programme over a longer chain: a chain of 8 blocks goes to it before the whole
+// programme; once its least costs move alike from one block to the next, the blocks after are not
+// solved again but reuse that block's solutions; the optimum is still the whole programme's, and
+// the plan assembled from the reused blocks costs it (explain() would be an Error otherwise) and
+// trains as eager does.
 TEST_CASE("compile: the chain's dynamic programme reuses alike blocks and meets the whole programme's optimum", "[compile]") {
   const spsd_test::GptSize size{64, 16, 8, 8};
   std::vector<spsd_test::CompiledRun> eager(4), whole(4), by_block(4);
   simulate(4, [&] {
     eager[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, false, {}, size);
-    whole[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, true, {.exact_seconds = 300}, size);
-    const size_t columns = whole_columns(whole[rank()].explanation);
-    by_block[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, true,
-                                                          {.exact_seconds = 300, .exact_max_columns = columns - 1}, size);
+    // The whole programme (with the chain's programme off: 8 blocks would go to it first).
+    whole[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, true, {.exact_seconds = 300, .exact_chain_states = 0}, size);
+    // By default: the whole programme fits, but a chain of 8 blocks goes to the chain's first.
+    by_block[rank()] = spsd_test::gpt_compiled_run<float>("tensor", first(4), 1, true, {.exact_seconds = 300}, size);
   });
   const std::string& e = by_block[0].explanation;
   INFO("whole programme:\n" << whole[0].explanation << "\nby block:\n" << e);
   REQUIRE(whole[0].explanation.find("optimal, proven") != std::string::npos);
   const double optimum = number_after(whole[0].explanation, "; predicted ");
+  CHECK(e.find(detail::concat("the whole programme's ", whole_columns(whole[0].explanation),
+                      " columns left for the chain's programme (8 blocks or more")) != std::string::npos);
   CHECK(e.find("the dynamic programme over its seams (10 stages, ") != std::string::npos);
   CHECK(e.find(", the other blocks' reused) proves it optimal") != std::string::npos);
   CHECK(number_after(e, " programmes solved in ") < 10);

@@ -64,7 +64,8 @@ struct CompileOptions {
   size_t exact_max_columns = 120000;
   // The most states a seam between two blocks may have for that dynamic programme (one block
   // programme is solved per state and block; the layouts of a value on one mesh axis, not two):
-  // over it, or 0, the lower bound is by windows.
+  // over it, or 0, the lower bound is by windows. A chain of 8 blocks or more that it takes goes
+  // to it before the whole programme (0: the whole programme where it fits).
   size_t exact_chain_states = 256;
 };
 

@@ -81,6 +81,12 @@ struct FreeParameter {
   const AutogradMeta* meta;
 };
 
+// A chain of at least this many repeated blocks whose seams the dynamic programme over the chain
+// takes is solved by block even where the whole programme fits in exact_max_columns. On one mesh
+// axis CBC proves a GPT of 6 blocks whole in 2 s, of 8 in about 20, of 16 in 13, but not of 12,
+// 24 or 48 in 60 s; the chain's programme proves each in 15-30 s (docs/compile.md).
+inline constexpr int64_t kChainFirstBlocks = 8;
+
 // What the search runs under: CompileOptions' fields of the same names.
 struct SearchSettings {
   int64_t memory_budget_bytes = 0;      // per rank, on the results' bytes; 0: none
