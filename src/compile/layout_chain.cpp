@@ -202,13 +202,41 @@ StageProgramme stage_programme(Problem& problem, const Stages& st, int t) {
   return s;
 }
 
-// The x columns of producer `node` under which it makes layout l.
-std::vector<std::pair<int, double>> making(const Problem& problem, const StageProgramme& s, int node, int l, double sign) {
-  std::vector<std::pair<int, double>> terms;
-  const Node& n = problem.nodes()[static_cast<size_t>(node)];
-  for (size_t c = 0; c < n.candidates.size(); ++c)
-    if (n.out_layout[c] == l) terms.emplace_back(s.x_column[static_cast<size_t>(node)][c], sign);
-  return terms;
+// Stage t's programme for right-hand state r (none for the last stage): each value made across
+// seam t by a producer that makes its layout in r; the left-hand states (seam t - 1) as 0-1
+// columns z priced by f, one of them taken, each linked to the layouts its values' producers make
+// (z[s] = -1: a state no plan reaches).
+IntegerProgramme state_programme(const Problem& problem, const Stages& st, const StageProgramme& base, size_t t, size_t r,
+                                 const std::vector<double>& f, std::vector<int>& z) {
+  IntegerProgramme p = base.programme;
+  auto column = [&](int node, size_t c) { return base.x_column[static_cast<size_t>(node)][c]; };
+  if (t + 1 < static_cast<size_t>(st.count))
+    for (size_t i = 0; i < st.seam[t].size(); ++i) {
+      const int producer = problem.value(static_cast<size_t>(st.seam[t][i])).producer;
+      const Node& n = problem.nodes()[static_cast<size_t>(producer)];
+      for (size_t c = 0; c < n.candidates.size(); ++c)
+        if (n.out_layout[c] != st.states[t][r][i]) p.columns[static_cast<size_t>(column(producer, c))].upper = 0;
+    }
+  z.assign(t > 0 ? st.states[t - 1].size() : 0, -1);
+  if (t == 0) return p;
+  std::vector<std::pair<int, double>> one;
+  for (size_t s = 0; s < z.size(); ++s)
+    if (std::isfinite(f[s])) z[s] = p.add_column({}, f[s], true), one.emplace_back(z[s], 1);
+  p.add_row({}, std::move(one), 1, 1);
+  const std::vector<int>& values = st.seam[t - 1];
+  for (size_t i = 0; i < values.size(); ++i) {
+    const int producer = problem.value(static_cast<size_t>(values[i])).producer;
+    const Node& n = problem.nodes()[static_cast<size_t>(producer)];
+    for (int l : problem.layouts_of(values[i])) {
+      std::vector<std::pair<int, double>> terms;  // the producer makes l exactly when a state with l is taken
+      for (size_t c = 0; c < n.candidates.size(); ++c)
+        if (n.out_layout[c] == l) terms.emplace_back(column(producer, c), 1);
+      for (size_t s = 0; s < z.size(); ++s)
+        if (z[s] >= 0 && st.states[t - 1][s][i] == l) terms.emplace_back(z[s], -1);
+      p.add_row({}, std::move(terms), 0, 0);
+    }
+  }
+  return p;
 }
 
 // One stage's solution for one right-hand state: its nodes' candidates and the left-hand state.
@@ -237,7 +265,6 @@ ChainOutcome solve_chain(Problem& problem, const Problem::Blocks& chain, double 
   out.states = st.most_states;
   if (!st.why_not.empty()) return stop(st.why_not);
   out.stages = st.count;
-  std::vector<Node>& nodes = problem.nodes();
   const size_t last = static_cast<size_t>(st.count - 1);
   // solved[t][r]: stage t's solution for right-hand state r (the last stage: one, no state);
   // copy[t]: the stage whose solutions stage t reuses (itself when solved).
@@ -253,32 +280,9 @@ ChainOutcome solve_chain(Problem& problem, const Problem::Blocks& chain, double 
     const size_t rights = t < last ? st.states[t].size() : 1;
     std::vector<double> g(rights, kUnreachable);
     solved[t].resize(rights);
+    std::vector<int> z;  // the left-hand states' columns
     for (size_t r = 0; r < rights; ++r) {
-      IntegerProgramme p = base.programme;
-      if (t < last)  // the right-hand state: each seam value's producer makes its layout there
-        for (size_t i = 0; i < st.seam[t].size(); ++i) {
-          const int producer = problem.value(static_cast<size_t>(st.seam[t][i])).producer;
-          const Node& n = nodes[static_cast<size_t>(producer)];
-          for (size_t c = 0; c < n.candidates.size(); ++c)
-            if (n.out_layout[c] != st.states[t][r][i]) p.columns[static_cast<size_t>(base.x_column[static_cast<size_t>(producer)][c])].upper = 0;
-        }
-      std::vector<int> z(t > 0 ? st.states[t - 1].size() : 0, -1);  // the left-hand states' columns, priced by f
-      if (t > 0) {
-        std::vector<std::pair<int, double>> one;
-        for (size_t s = 0; s < z.size(); ++s)
-          if (std::isfinite(f[s])) z[s] = p.add_column({}, f[s], true), one.emplace_back(z[s], 1);
-        p.add_row({}, std::move(one), 1, 1);
-        const std::vector<int>& values = st.seam[t - 1];
-        for (size_t i = 0; i < values.size(); ++i) {
-          const int producer = problem.value(static_cast<size_t>(values[i])).producer;
-          for (int l : problem.layouts_of(values[i])) {
-            std::vector<std::pair<int, double>> terms = making(problem, base, producer, l, 1);
-            for (size_t s = 0; s < z.size(); ++s)
-              if (z[s] >= 0 && st.states[t - 1][s][i] == l) terms.emplace_back(z[s], -1);
-            p.add_row({}, std::move(terms), 0, 0);
-          }
-        }
-      }
+      const IntegerProgramme p = state_programme(problem, st, base, t, r, f, z);
       if (left_s() <= 0) return stop(concat("stopped at its time limit after ", out.solves, " programmes"));
       const ExactSolution s = solve_exactly(p, {}, left_s(), "compile");
       ++out.solves;
